@@ -1,0 +1,78 @@
+"""wan_fp4.attention / kernel_for: validation, CPU dispatch, fallbacks, torch.compile."""
+import logging
+
+import pytest
+import torch
+
+import wan_fp4
+from wan_fp4 import reference
+
+
+def _qkv(b=1, sq=70, skv=90, h=2, d=64, dtype=torch.bfloat16, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return tuple(torch.randn(b, s, h, d, generator=g).to(dtype) for s in (sq, skv, skv))
+
+
+@pytest.mark.parametrize("mode", wan_fp4.MODES)
+def test_cpu_runs_the_reference(mode):
+    q, k, v = _qkv(seed=1)
+    out = wan_fp4.attention(q, k, v, mode=mode)
+    assert wan_fp4.kernel_for(q, mode) == ("sdpa" if mode == "bf16" else "reference")
+    if mode == "bf16":
+        ref = reference.attention(q.float(), k.float(), v.float(), "bf16")
+        assert (out.float() - ref).abs().max() < 2e-2  # SDPA in bf16 vs FP32 exact
+    else:
+        assert torch.equal(out, reference.attention(q, k, v, mode))
+
+
+def test_return_lse_shapes():
+    q, k, v = _qkv(seed=2)
+    out, lse = wan_fp4.attention(q, k, v, mode="direct-p", return_lse=True)
+    assert out.shape == q.shape and lse.shape == (1, 2, 70) and lse.dtype == torch.float32
+
+
+@pytest.mark.parametrize("make, exc, words", [
+    (lambda q, k, v: (q.float().numpy(), k, v), TypeError, "q must be a torch.Tensor"),
+    (lambda q, k, v: (q[0], k, v), ValueError, "q must be 4-d"),
+    (lambda q, k, v: (q, k.to(torch.int32), v), TypeError, "k must be bfloat16"),
+    (lambda q, k, v: (q, k, v.transpose(1, 3).contiguous().transpose(1, 3)), ValueError, "v must be contiguous"),
+    (lambda q, k, v: (q, k, v[:, :10]), ValueError, "k .* and v .* must have the same shape"),
+    (lambda q, k, v: (q, k[:, :, :1], v[:, :, :1]), ValueError, "heads of q"),
+    (lambda q, k, v: (q[:1].expand(2, -1, -1, -1).contiguous(), k, v), ValueError, "batch of q"),
+    (lambda q, k, v: (q.float(), k, v), TypeError, "share a dtype"),
+    (lambda q, k, v: (q[:, :0], k, v), ValueError, "q is empty"),
+])
+def test_bad_inputs_get_clear_errors(make, exc, words):
+    q, k, v = _qkv(seed=3)
+    with pytest.raises(exc, match=words):
+        wan_fp4.attention(*make(q, k, v), mode="direct-p")
+
+
+def test_unknown_mode_and_kernel():
+    q, k, v = _qkv(seed=4)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        wan_fp4.attention(q, k, v, mode="fp4")
+    with pytest.raises(ValueError, match="unknown kernel"):
+        wan_fp4.attention(q, k, v, mode="fp8", kernel="magic")
+    with pytest.raises(ValueError, match="cannot run this call"):
+        wan_fp4.attention(q, k, v, mode="fp8", kernel="sm90-cute")  # no GPU here
+
+
+def test_unsupported_head_dim_falls_back_to_bf16_visibly(caplog):
+    q, k, v = _qkv(d=257, seed=5)  # odd, above 256: e.g. a VAE attention under a global backend
+    with caplog.at_level(logging.WARNING, logger="wan_fp4"):
+        out = wan_fp4.attention(q, k, v, mode="direct-p")
+    assert wan_fp4.kernel_for(q, "direct-p") == "sdpa (bf16 fallback)"
+    assert "falling back to exact bf16" in caplog.text
+    ref = reference.attention(q.float(), k.float(), v.float(), "bf16")
+    assert (out.float() - ref).abs().max() < 2e-2
+
+
+def test_torch_compile_fullgraph_sees_one_op():
+    q, k, v = _qkv(seed=6)
+
+    def f(q, k, v):
+        return wan_fp4.attention(q, k, v, mode="direct-p") * 2
+
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
+    assert torch.equal(compiled(q, k, v), f(q, k, v))

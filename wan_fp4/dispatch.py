@@ -1,0 +1,220 @@
+"""Device + mode -> kernel (DESIGN §4), input validation and visible exact fallbacks.
+
+`attention()` goes through the `wan_fp4::attention` custom op so that torch.compile(fullgraph=True)
+sees one opaque node. Kernels are looked up lazily by name; each kernel module exposes
+`is_supported(q, k, v, mode) -> (bool, reason)` and an attention function.
+"""
+from __future__ import annotations
+
+import importlib
+import logging
+import math
+from functools import lru_cache
+
+import torch
+
+from . import reference
+from .modes import FP4Params, check_mode, default_scale
+
+log = logging.getLogger("wan_fp4")
+
+_FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+MAX_HEAD_DIM = 256
+
+# name -> (module, function): imported on first use, so a missing optional package costs nothing.
+_KERNELS = {
+    "triton": ("wan_fp4.kernels.triton", "triton_attention"),
+    "sm90-cute": ("wan_fp4.kernels.sm90", "sm90_attention"),
+    "sm100-cute": ("wan_fp4.kernels.sm100", "sm100_attention"),
+}
+_warned: set[str] = set()
+
+
+def attention(q, k, v, mode="direct-p", scale=None, *, fp4: FP4Params | None = None,
+              return_lse=False, kernel: str | None = None):
+    """Attention of q (B,Sq,H,D) over k, v (B,Skv,H,D) in `mode`, with the fastest correct kernel.
+
+    kernel: force a kernel by name (see `kernel_for`); an unavailable forced kernel is an error.
+    return_lse: also return the natural-log log-sum-exp (B,H,Sq) float32, for ring attention.
+    """
+    check_mode(mode)
+    validate(q, k, v)
+    scale = default_scale(q.shape[-1]) if scale is None else float(scale)
+    fp4 = fp4 or FP4Params()
+    name = kernel if kernel is not None else kernel_for(q, mode, k, v)
+    if kernel is not None:
+        ok, why = kernel_available(kernel, q, k, v, mode)
+        if not ok:
+            raise ValueError(f"kernel={kernel!r} cannot run this call: {why}")
+    guard = math.nan if fp4.guard_margin is None else float(fp4.guard_margin)
+    a, b = fp4.affine
+    if return_lse:
+        return torch.ops.wan_fp4.attention_lse(q, k, v, mode, name, scale, a, b, guard)
+    return torch.ops.wan_fp4.attention(q, k, v, mode, name, scale, a, b, guard)
+
+
+def validate(q, k, v) -> None:
+    """Clear errors naming the argument for anything the kernels do not take."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 4:
+            raise ValueError(f"{name} must be 4-d (B, S, H, D) as in diffusers, got shape {tuple(t.shape)}")
+        if t.dtype not in _FLOAT_DTYPES:
+            raise TypeError(f"{name} must be bfloat16, float16 or float32, got {t.dtype}")
+        if t.stride(-1) != 1:
+            raise ValueError(f"{name} must be contiguous in the head dimension (stride 1), "
+                             f"got stride {t.stride(-1)}; call .contiguous()")
+        if t.numel() == 0:
+            raise ValueError(f"{name} is empty: shape {tuple(t.shape)}")
+    if not (q.device == k.device == v.device):
+        raise ValueError(f"q, k, v must be on one device, got {q.device}, {k.device}, {v.device}")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if k.shape != v.shape:
+        raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must have the same shape")
+    if q.shape[0] != k.shape[0]:
+        raise ValueError(f"batch of q ({q.shape[0]}) and k ({k.shape[0]}) differ")
+    if q.shape[2] != k.shape[2]:
+        raise ValueError(f"heads of q ({q.shape[2]}) and k ({k.shape[2]}) differ: the layout is "
+                         "(B, S, H, D) and grouped-query attention is not supported")
+    if q.shape[3] != k.shape[3]:
+        raise ValueError(f"head dim of q ({q.shape[3]}) and k ({k.shape[3]}) differ")
+
+
+def low_precision_head_dim_ok(head_dim: int) -> bool:
+    """Low-precision modes take even head dims up to 256; others fall back to bf16 exactly."""
+    return head_dim % 2 == 0 and head_dim <= MAX_HEAD_DIM
+
+
+def kernel_for(q, mode, k=None, v=None) -> str:
+    """The kernel `attention` uses for these inputs: 'sdpa', 'fa4', 'reference', 'emulation',
+    'triton', 'sm90-cute', 'sm100-cute', or 'sdpa (bf16 fallback)' for a head dim the
+    low-precision modes do not take."""
+    check_mode(mode)
+    k = q if k is None else k
+    v = k if v is None else v
+    if mode == "bf16":
+        return "fa4" if q.is_cuda and _fa4_usable(q) else "sdpa"
+    if not low_precision_head_dim_ok(q.shape[-1]):
+        _warn_once(f"head_dim {q.shape[-1]}: mode {mode!r} needs an even head dim <= {MAX_HEAD_DIM}; "
+                   "falling back to exact bf16 attention")
+        return "sdpa (bf16 fallback)"
+    if not q.is_cuda:
+        return "reference"
+    for name in _preferred_kernels(q.device, mode):
+        ok, why = kernel_available(name, q, k, v, mode)
+        if ok:
+            return name
+        _warn_once(f"{name} not used for mode {mode!r}: {why}")
+    # Same numerics as the kernels, in torch on the GPU: the exact emulation.
+    return "emulation"
+
+
+def _preferred_kernels(device, mode):
+    major, minor = torch.cuda.get_device_capability(device)
+    if mode == "direct-p-fp4":
+        return ["sm100-cute"] if major == 10 else []
+    has_fp8 = (major, minor) >= (8, 9)
+    if not has_fp8:
+        return []
+    return (["sm90-cute"] if major == 9 else []) + ["triton"]
+
+
+def kernel_available(name, q, k, v, mode):
+    if name in ("reference", "emulation", "sdpa"):
+        return True, ""
+    if name == "fa4":
+        return (_fa4_usable(q), "flash-attn-4 (flash_attn.cute) is not installed or not usable here")
+    if name not in _KERNELS:
+        raise ValueError(f"unknown kernel {name!r}; known: reference, emulation, sdpa, fa4, {', '.join(_KERNELS)}")
+    module = _kernel_module(name)
+    if module is None:
+        return False, f"{_KERNELS[name][0]} could not be imported"
+    return module.is_supported(q, k, v, mode)
+
+
+@lru_cache(maxsize=None)
+def _kernel_module(name):
+    try:
+        return importlib.import_module(_KERNELS[name][0])
+    except Exception as exc:  # an optional kernel stack (triton, the CuTe DSL) may be absent
+        log.debug("kernel %s unavailable: %s", name, exc)
+        return None
+
+
+@lru_cache(maxsize=None)
+def _fa4_import():
+    try:
+        from flash_attn.cute import flash_attn_func
+        return flash_attn_func
+    except Exception:
+        return None
+
+
+def _fa4_usable(q):
+    return (_fa4_import() is not None and q.dtype in (torch.bfloat16, torch.float16)
+            and torch.cuda.get_device_capability(q.device)[0] in (9, 10))
+
+
+def _warn_once(message):
+    if message not in _warned:
+        _warned.add(message)
+        log.warning("wan_fp4: %s", message)
+
+
+# --------------------------------------------------------------------------- kernel execution
+def _run(q, k, v, mode, kernel, scale, a, b, guard, want_lse):
+    fp4 = FP4Params(affine=(a, b), guard_margin=None if math.isnan(guard) else guard)
+    if kernel in ("reference", "emulation"):
+        return reference.attention(q, k, v, mode, scale, fp4=fp4, return_lse=True)
+    if kernel.startswith("sdpa") or kernel == "fa4":
+        out = _bf16_kernel(q, k, v, kernel, scale)
+        return out, (_lse_exact(q, k, scale) if want_lse else None)
+    fn = getattr(_kernel_module(kernel), _KERNELS[kernel][1])
+    if want_lse:
+        return fn(q, k, v, mode, scale=scale, return_lse=True)
+    return fn(q, k, v, mode, scale=scale), None
+
+
+def _bf16_kernel(q, k, v, kernel, scale):
+    if kernel == "fa4":
+        out = _fa4_import()(q, k, v, softmax_scale=scale)
+        return out[0] if isinstance(out, tuple) else out
+    return torch.nn.functional.scaled_dot_product_attention(
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scale=scale).transpose(1, 2)
+
+
+def _lse_exact(q, k, scale, chunk=4096):
+    """Natural-log LSE of exact scores, chunked over queries (SDPA does not return it)."""
+    kf = k.transpose(1, 2).float()
+    parts = []
+    for i in range(0, q.shape[1], chunk):
+        s = torch.matmul(q[:, i:i + chunk].transpose(1, 2).float(), kf.transpose(-1, -2)) * scale
+        parts.append(torch.logsumexp(s, dim=-1))
+    return torch.cat(parts, dim=-1)
+
+
+@torch.library.custom_op("wan_fp4::attention", mutates_args=())
+def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mode: str, kernel: str,
+                  scale: float, a: float, b: float, guard: float) -> torch.Tensor:
+    out, _ = _run(q, k, v, mode, kernel, scale, a, b, guard, want_lse=False)
+    return out.contiguous()
+
+
+@_attention_op.register_fake
+def _(q, k, v, mode, kernel, scale, a, b, guard):
+    return torch.empty_like(q)
+
+
+@torch.library.custom_op("wan_fp4::attention_lse", mutates_args=())
+def _attention_lse_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mode: str, kernel: str,
+                      scale: float, a: float, b: float, guard: float) -> tuple[torch.Tensor, torch.Tensor]:
+    out, lse = _run(q, k, v, mode, kernel, scale, a, b, guard, want_lse=True)
+    return out.contiguous(), lse.contiguous()
+
+
+@_attention_lse_op.register_fake
+def _(q, k, v, mode, kernel, scale, a, b, guard):
+    bsz, sq, h, _ = q.shape
+    return torch.empty_like(q), q.new_empty((bsz, h, sq), dtype=torch.float32)

@@ -1,0 +1,58 @@
+"""Attention modes and their numeric parameters (DESIGN §3).
+
+Every constant that the reference and the kernels must agree on lives here, so that a kernel
+cannot drift from the reference by a copied literal.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+MODES = ("bf16", "fp8", "direct-p", "direct-p-fp4")
+
+# Tiling shared by the reference and every kernel: 128 queries x 128 keys, P blocks of 32 keys.
+TILE_M = 128
+TILE_N = 128
+P_BLOCK = 32
+QK_SCALE_BLOCK = 128  # tokens per FP8 Q/K scale
+
+E4M3_MAX = 448.0
+FP8_P_SCALE = 256.0  # fp8 mode feeds E4M3(256 * p) to the PV product
+
+# direct-p: byte = clamp(rne(8 x + 120), 0, 120), read as an E4M3 byte (~ 256 * 2^x).
+DIRECT_P_SLOPE = 8.0
+DIRECT_P_ONE = 120  # the E4M3 byte of 256.0
+
+# direct-p-fp4 (the paper's "fast" policy).
+LOG2_6 = 2.5849626  # fl32(log2 6), as the paper's kernel writes it
+NEAREST_POW2_BIAS = 0.41503751  # 1 - log2(1.5): floor(g + this) picks the nearest power of two
+NVFP4_SCALE_MULTIPLIERS = (0.25, 0.3125, 0.375, 0.4375, 0.5, 0.625, 0.75, 0.875, 1.0, 1.125, 1.25)
+NVFP4_BLOCK = 16
+# The paper's stored-scale shift L: P's scales are published as 2^(e - L) so that 6 * 2^e cannot
+# overflow FP32 when a block exponent saturates; it cancels between P.V and the denominator.
+FP4_SCALE_SHIFT = 16
+AFFINE_GENERIC = (1.50, 1.20)
+AFFINE_WAN = (1.60, 0.95)
+
+
+@dataclass(frozen=True)
+class FP4Params:
+    """Parameters of the direct-p-fp4 P map.
+
+    affine: (A, B) of y = A x + B, the FMA stand-in for 2^x before E2M1 rounding.
+    guard_margin: None for the shiftless map (row reference m = 0); otherwise M of the
+      large-logit guard, m = max(s over 128 anchor keys) + M ln 2 in raw score units.
+    """
+
+    affine: tuple[float, float] = AFFINE_WAN
+    guard_margin: float | None = None
+
+
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    return mode
+
+
+def default_scale(head_dim: int) -> float:
+    return 1.0 / math.sqrt(head_dim)

@@ -1,0 +1,278 @@
+"""The numerics contract: a PyTorch reference of every attention mode (DESIGN §3, docs/NUMERICS.md).
+
+This module is the only place the numerics are defined in code. It follows the kernels block
+for block: 128-key tiles in key order with a running row max for fp8/direct-p, 32-key P blocks
+for direct-p-fp4, FP32 everywhere, and FMAs emulated in float64 with one rounding to FP32. Only
+the FP32 accumulation order of the matrix products is free to differ in a kernel.
+
+Pure torch: it runs on CPU, and on CUDA it is the exact emulation of direct-p-fp4 on GPUs
+without FP4 tensor cores. Inputs and output are (B, S, H, D), diffusers' layout.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from . import formats
+from .modes import (
+    DIRECT_P_ONE,
+    DIRECT_P_SLOPE,
+    E4M3_MAX,
+    FP4_SCALE_SHIFT,
+    FP8_P_SCALE,
+    LOG2_6,
+    NEAREST_POW2_BIAS,
+    P_BLOCK,
+    QK_SCALE_BLOCK,
+    TILE_N,
+    FP4Params,
+    check_mode,
+    default_scale,
+)
+
+LN2 = math.log(2.0)
+_INV_E4M3_MAX = 1.0 / E4M3_MAX
+# Queries are independent rows: process them in chunks (a multiple of the Q-scale block) to
+# bound memory at Wan shapes.
+_QUERY_CHUNK = 4096
+
+
+def attention(q, k, v, mode="bf16", scale=None, *, fp4: FP4Params | None = None, return_lse=False):
+    """Attention of q (B,Sq,H,D) over k, v (B,Skv,H,D) in the given mode.
+
+    Returns out (B,Sq,H,D) in q.dtype, and with return_lse=True also the natural-log
+    log-sum-exp of the represented probabilities, (B,H,Sq) float32.
+    """
+    check_mode(mode)
+    _check_shapes(q, k, v)
+    scale = default_scale(q.shape[-1]) if scale is None else float(scale)
+    if mode == "bf16":
+        out, lse = _exact_attention(q, k, v, scale)
+    elif mode in ("fp8", "direct-p"):
+        out, lse = _fp8_attention(q, k, v, scale, direct_p=(mode == "direct-p"))
+    else:
+        out, lse = _fp4_attention(q, k, v, scale, fp4 or FP4Params())
+    out = out.to(q.dtype)
+    return (out, lse) if return_lse else out
+
+
+def log2_scale(scale: float) -> float:
+    """c = fl(log2(e) * scale): the score-to-log2 factor every mode uses."""
+    return _f32(math.log2(math.e) * scale)
+
+
+# --------------------------------------------------------------------------------- bf16 (exact)
+def _exact_attention(q, k, v, scale):
+    """Exact softmax attention with FP32 arithmetic (the control's numerics)."""
+    qf, kf, vf = (_heads_first(t).to(torch.float32) for t in (q, k, v))
+    outs, lses = [], []
+    for rows in _query_chunks(qf.shape[2]):
+        s = torch.matmul(qf[:, :, rows], kf.transpose(-1, -2)) * scale
+        lse = torch.logsumexp(s, dim=-1)
+        outs.append(torch.matmul(torch.exp(s - lse.unsqueeze(-1)), vf))
+        lses.append(lse)
+    return _seq_first(torch.cat(outs, dim=2)), torch.cat(lses, dim=2)
+
+
+# ----------------------------------------------------------------------------- fp8 / direct-p
+@dataclass
+class FP8Operands:
+    """Q, K, V quantised for the fp8 and direct-p modes (layout (B,S,H,D), like the inputs)."""
+
+    q8: torch.Tensor  # float8_e4m3fn
+    k8: torch.Tensor  # float8_e4m3fn, of the smoothed K
+    v8: torch.Tensor  # float8_e4m3fn
+    q_scale: torch.Tensor  # (B, ceil(Sq/128), H) float32, powers of two
+    k_scale: torch.Tensor  # (B, ceil(Skv/128), H)
+    v_scale: torch.Tensor  # (B, H, D)
+    k_mean: torch.Tensor  # (B, H, D) float32
+
+
+def pow2_scale(amax: torch.Tensor) -> torch.Tensor:
+    """The smallest power of two s with amax * fl(1/448) <= s, from FP32 bits; amax 0 -> 1."""
+    r = (amax.to(torch.float32) * _INV_E4M3_MAX).contiguous()
+    bits = r.view(torch.int32)
+    exp_field = (bits >> 23) & 0xFF
+    mant = bits & 0x7FFFFF
+    exponent = exp_field - 127 + (mant != 0).to(torch.int32)
+    s = torch.ldexp(torch.ones_like(r), exponent)
+    return torch.where(amax > 0, s, torch.ones_like(s))
+
+
+def _quantize_blocks(x: torch.Tensor):
+    """Per (batch, 128-token block, head) power-of-two scale and E4M3 codes of x (B,S,H,D) fp32."""
+    b, s, h, d = x.shape
+    nblk = -(-s // QK_SCALE_BLOCK)
+    padded = torch.nn.functional.pad(x, (0, 0, 0, 0, 0, nblk * QK_SCALE_BLOCK - s))
+    amax = padded.unflatten(1, (nblk, QK_SCALE_BLOCK)).abs().amax(dim=(2, 4))  # (B, nblk, H)
+    scale = pow2_scale(amax)
+    per_token = scale.repeat_interleave(QK_SCALE_BLOCK, dim=1)[:, :s].unsqueeze(-1)
+    return formats.e4m3_encode(x / per_token).view(torch.float8_e4m3fn), scale
+
+
+def quantize_fp8(q, k, v) -> FP8Operands:
+    """The fp8/direct-p operands (docs/NUMERICS.md): Q, smoothed K per 128-token block, V per channel."""
+    qf, kf, vf = (t.to(torch.float32) for t in (q, k, v))
+    q8, q_scale = _quantize_blocks(qf)
+    k_mean = kf.mean(dim=1)  # (B, H, D)
+    k8, k_scale = _quantize_blocks(kf - k_mean.unsqueeze(1))
+    v_scale = pow2_scale(vf.abs().amax(dim=1))  # (B, H, D)
+    v8 = formats.e4m3_encode(vf / v_scale.unsqueeze(1)).view(torch.float8_e4m3fn)
+    return FP8Operands(q8, k8, v8, q_scale, k_scale, v_scale, k_mean)
+
+
+def direct_p_bytes(t: torch.Tensor) -> torch.Tensor:
+    """The Direct-P E4M3 byte of t = fl(8 z + 120 - 8 m): clamp(rne(t), 0, 120) as uint8."""
+    return torch.round(t.clamp(0.0, float(DIRECT_P_ONE))).to(torch.uint8)
+
+
+def _fp8_attention(q, k, v, scale, direct_p):
+    ops = quantize_fp8(q, k, v)
+    c = log2_scale(scale)
+    q8, k8, v8 = (_heads_first(t).to(torch.float32) for t in (ops.q8, ops.k8, ops.v8))
+    b, h, sq, _ = q8.shape
+    skv = k8.shape[2]
+    # Scale products are exact (powers of two) except for the one rounding through c.
+    q_row_scale = ops.q_scale.repeat_interleave(QK_SCALE_BLOCK, dim=1)[:, :sq].transpose(1, 2) * c
+    k_tile_scale = ops.k_scale.transpose(1, 2)  # (B, H, ntiles): K-scale blocks are key tiles
+    outs, lses = [], []
+    for rows in _query_chunks(sq):
+        qs = q8[:, :, rows]
+        m = torch.full((b, h, qs.shape[2]), -math.inf, device=q8.device)
+        l = torch.zeros_like(m)
+        acc = torch.zeros(b, h, qs.shape[2], v8.shape[-1], device=q8.device)
+        for tile, start in enumerate(range(0, skv, TILE_N)):
+            keys = slice(start, min(start + TILE_N, skv))
+            qk = q_row_scale[:, :, rows] * k_tile_scale[:, :, tile : tile + 1]
+            z = torch.matmul(qs, k8[:, :, keys].transpose(-1, -2)) * qk.unsqueeze(-1)
+            m_new = torch.maximum(m, z.amax(dim=-1))
+            alpha = torch.exp2(m - m_new)  # exactly 1 where the max did not move
+            if direct_p:
+                bias = _f32_tensor(float(DIRECT_P_ONE) - DIRECT_P_SLOPE * m_new.double())
+                t = z * DIRECT_P_SLOPE + bias.unsqueeze(-1)  # 8 z is exact: one rounding
+                p = formats.e4m3_decode(direct_p_bytes(t))
+                p_mma, p_sum = p, p.sum(dim=-1)
+            else:
+                p = _f32_tensor(torch.exp2((z - m_new.unsqueeze(-1)).double()))
+                p_mma, p_sum = formats.e4m3_round(p * FP8_P_SCALE), p.sum(dim=-1)
+            acc = acc * alpha.unsqueeze(-1) + torch.matmul(p_mma, v8[:, :, keys])
+            l = l * alpha + p_sum
+            m = m_new
+        denom = l if direct_p else l * FP8_P_SCALE
+        outs.append(acc * ops.v_scale.unsqueeze(2) / denom.unsqueeze(-1))
+        # z is in log2 units; l carries 256 in direct-p (P ~ 256 * 2^(z - m)). Smoothing K shifted
+        # each row's scores by q . mean_k: add it back so LSEs of different key chunks compare
+        # (ring attention merges them).
+        shift = torch.matmul(qs * q_row_scale[:, :, rows].unsqueeze(-1), ops.k_mean.unsqueeze(-1)).squeeze(-1)
+        lses.append(LN2 * (m + shift + torch.log2(l) - (8.0 if direct_p else 0.0)))
+    return _seq_first(torch.cat(outs, dim=2)), torch.cat(lses, dim=2)
+
+
+# ------------------------------------------------------------------------------- direct-p-fp4
+def fp4_p_codes(s, m, c, affine):
+    """Direct-P FP4 codes of raw scores s (..., Sk) with Sk a multiple of 32 (-inf = no key).
+
+    m: row reference in raw score units, broadcastable to s[..., :1] (0 for the shiftless map).
+    Returns (q, e): q the E2M1 values (..., Sk) float32, e the per-block exponents (..., Sk/32)
+    so that P-hat = 2^e q / 6.
+    """
+    a, b = _f32(affine[0]), _f32(affine[1])  # the kernel holds FP32 constants
+    blocks = s.unflatten(-1, (-1, P_BLOCK))
+    smax = blocks.amax(dim=-1)  # (..., nb)
+    g = _f32_tensor((smax - m).to(torch.float32).double() * c)
+    u = torch.floor(_f32_tensor(g.double() + _f32(NEAREST_POW2_BIAS))) + 127.0
+    e = u.nan_to_num(nan=1.0).clamp(1.0, 254.0) - 127.0  # -inf (empty block) clamps to u = 1
+    qb = _f32_tensor(_f32_tensor(-m.double() * c + _f32(LOG2_6)).double() - e.double())  # fma, then -e
+    ac = _f32(a * c)
+    bias = _f32_tensor(a * qb.double() + b)  # fma(A, qb, B)
+    y = _f32_tensor(blocks.double() * ac + bias.unsqueeze(-1).double())  # fma(s, A c, bias)
+    q = formats.e2m1_round(torch.clamp(y, min=0.0))
+    return q.flatten(-2), e
+
+
+def guard_reference(s_anchor, margin):
+    """Large-logit guard row reference: max of s over the anchor keys + M ln 2, raw units."""
+    return s_anchor.amax(dim=-1, keepdim=True) + margin * LN2
+
+
+def anchor_indices(seq_len: int, count: int = 128) -> torch.Tensor:
+    """The guard's anchor keys: `count` keys spread evenly over the sequence."""
+    return torch.linspace(0, seq_len - 1, count).round().long().unique()
+
+
+def _fp4_attention(q, k, v, scale, fp4):
+    c = log2_scale(scale)
+    q_hat = _heads_first(formats.nvfp4_quantize_qk(q).dequantize())
+    k_hat = _heads_first(formats.nvfp4_quantize_qk(k).dequantize())
+    v_mx = formats.mxfp4_quantize_v(v)
+    v_unscaled = _heads_first(v_mx.dequantize_unscaled())  # code * alpha_V, exact in BF16
+    skv = k.shape[1]
+    padded = v_unscaled.shape[2]
+    anchors = anchor_indices(skv).to(q_hat.device)
+    b, h, sq, _ = q_hat.shape
+    outs, lses = [], []
+    for rows in _query_chunks(sq):
+        qs = q_hat[:, :, rows]
+        if fp4.guard_margin is None:
+            m = torch.zeros(b, h, qs.shape[2], 1, device=qs.device)
+        else:
+            s_anchor = torch.matmul(qs, k_hat[:, :, anchors].transpose(-1, -2))
+            m = guard_reference(s_anchor, fp4.guard_margin)
+        acc = torch.zeros(b, h, qs.shape[2], v.shape[-1], device=qs.device)
+        l = torch.zeros(b, h, qs.shape[2], device=qs.device)
+        for start in range(0, padded, TILE_N):
+            stop = min(start + TILE_N, padded)
+            s = torch.full((b, h, qs.shape[2], stop - start), -math.inf, device=qs.device)
+            real = min(stop, skv) - start
+            if real > 0:
+                s[..., :real] = torch.matmul(qs, k_hat[:, :, start : start + real].transpose(-1, -2))
+            qcode, e = fp4_p_codes(s, m, c, fp4.affine)
+            # 2^(e - L) q: exact in FP32; the shift L cancels in O and keeps sums finite.
+            p_unscaled = qcode * torch.exp2(e - FP4_SCALE_SHIFT).repeat_interleave(P_BLOCK, dim=-1)
+            acc = acc + torch.matmul(p_unscaled, v_unscaled[:, :, start:stop])
+            l = l + p_unscaled.sum(dim=-1)
+        # O = sum(2^e q * code_V alpha_V) / (6 sum 2^e q); a row whose every code underflowed
+        # (scores far below m; use the guard) has l = 0 and gives 0, never NaN.
+        denom = (6.0 * l).unsqueeze(-1)
+        outs.append(torch.where(denom > 0, acc / torch.where(denom > 0, denom, 1.0), 0.0))
+        lses.append(m.squeeze(-1) * scale + LN2 * (torch.log2(l / 6.0) + FP4_SCALE_SHIFT))
+    out = _seq_first(torch.cat(outs, dim=2))
+    if not torch.isfinite(out).all():
+        raise FloatingPointError(
+            "direct-p-fp4: the represented probabilities overflowed FP32 (scores far above the "
+            "shiftless map's E8M0 range); enable the large-logit guard (FP4Params(guard_margin=...))")
+    return out, torch.cat(lses, dim=2)
+
+
+# ---------------------------------------------------------------------------------- utilities
+def _check_shapes(q, k, v):
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 4:
+            raise ValueError(f"{name} must be a 4-d tensor (B, S, H, D)")
+    if k.shape[:3] != v.shape[:3]:
+        raise ValueError(f"k and v must agree in (B, S, H), got {tuple(k.shape)} and {tuple(v.shape)}")
+    if q.shape[0] != k.shape[0] or q.shape[2] != k.shape[2] or q.shape[3] != k.shape[3]:
+        raise ValueError(f"q {tuple(q.shape)} and k {tuple(k.shape)} must agree in B, H and D")
+
+
+def _heads_first(t):
+    return t.transpose(1, 2)
+
+
+def _seq_first(t):
+    return t.transpose(1, 2)
+
+
+def _query_chunks(sq):
+    return [slice(i, min(i + _QUERY_CHUNK, sq)) for i in range(0, sq, _QUERY_CHUNK)]
+
+
+def _f32(x: float) -> float:
+    return float(torch.tensor(x, dtype=torch.float32))
+
+
+def _f32_tensor(x: torch.Tensor) -> torch.Tensor:
+    """One rounding to FP32 (of a float64 tensor holding an exact or fma-exact value)."""
+    return x.to(torch.float32)
