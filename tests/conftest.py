@@ -1,0 +1,21 @@
+"""Shared fixtures: tiny models built in code (no downloads)."""
+import pytest
+import torch
+
+
+@pytest.fixture
+def tiny_wan():
+    """Factory for a tiny random WanTransformer3DModel (float32, eval). i2v=True adds the image
+    branch (added_kv_proj_dim) like Wan2.1-I2V. Keyword overrides go to the config."""
+    from diffusers import WanTransformer3DModel
+
+    def make(i2v=False, seed=0, **overrides):
+        config = dict(patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=32, in_channels=16,
+                      out_channels=16, text_dim=32, freq_dim=32, ffn_dim=64, num_layers=2, rope_max_seq_len=32)
+        if i2v:
+            config.update(in_channels=36, image_dim=8, added_kv_proj_dim=64)
+        config.update(overrides)
+        torch.manual_seed(seed)
+        return WanTransformer3DModel(**config).eval()
+
+    return make
