@@ -146,12 +146,16 @@ def _fp8_attention(q, k, v, scale, direct_p):
         for tile, start in enumerate(range(0, skv, TILE_N)):
             keys = slice(start, min(start + TILE_N, skv))
             qk = q_row_scale[:, :, rows] * k_tile_scale[:, :, tile : tile + 1]
-            z = torch.matmul(qs, k8[:, :, keys].transpose(-1, -2)) * qk.unsqueeze(-1)
+            s_raw = torch.matmul(qs, k8[:, :, keys].transpose(-1, -2))
+            z = s_raw * qk.unsqueeze(-1)
             m_new = torch.maximum(m, z.amax(dim=-1))
             alpha = torch.exp2(m - m_new)  # exactly 1 where the max did not move
             if direct_p:
                 bias = _f32_tensor(float(DIRECT_P_ONE) - DIRECT_P_SLOPE * m_new.double())
-                t = z * DIRECT_P_SLOPE + bias.unsqueeze(-1)  # 8 z is exact: one rounding
+                # t = fma(s_raw, 8 qk, bias): one rounding, z never rounded on its own (the
+                # kernels fold the score scale into the FMA)
+                t = _f32_tensor(s_raw.double() * (DIRECT_P_SLOPE * qk).unsqueeze(-1).double()
+                                + bias.unsqueeze(-1).double())
                 p = formats.e4m3_decode(direct_p_bytes(t))
                 p_mma, p_sum = p, p.sum(dim=-1)
             else:
