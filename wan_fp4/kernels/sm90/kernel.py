@@ -1,0 +1,393 @@
+"""sm_90a forward attention in the CuTe DSL: modes "direct-p" and "fp8" (docs/NUMERICS.md).
+
+Structure (DESIGN §4): one CTA per (128-query tile, head, batch); warp group 0 is the producer
+(one warp issues TMA for Q, K and the K-major V^T), warp groups 1..n_wg are consumers, each owning
+64 query rows. Per 128-key tile a consumer does
+    S = Q K^T                (FP8 wgmma m64n128k32 e4m3, smem x smem)
+    z = fl(S * qk)           qk = sq * sk * c (one scalar per tile: scale blocks are 128 wide)
+    online max; alpha = 2^(m_old - m_new) only for rows whose max moved (else exactly 1)
+    P bytes                  direct-p: t = fma(z, 8, 120 - 8m); max(t, 0); + 1.5*2^23; PRMT
+                             fp8:      E4M3(256 * ex2(z - m)), l += p in FP32
+    acc = acc * alpha + P V  (FP8 wgmma, P the A operand from registers, into a zeroed tile
+                             accumulator; one FFMA per element promotes it into FP32)
+and the epilogue writes O = acc * sv / l as BF16 into (B, S, H, D).
+
+Layout trick (no register shuffles): the wgmma accumulator gives a thread S columns
+{8j + 2t, 8j + 2t + 1} while the register A operand wants {4t..4t+3, 16+4t..16+4t+3} per 32-key
+block. Each thread packs its own S values into its A registers in order, so A column k of each
+32-key block holds key SIGMA[k]; V^T is stored with its keys permuted the same way (layout.py).
+In direct-p the V^T tile also carries 8 extra rows (row D all ones, the rest zero), so the PV
+wgmma computes the denominator l = sum of the same E4M3 values in acc column D.
+"""
+from __future__ import annotations
+
+import math
+
+import cuda.bindings.driver as cuda
+import cutlass
+import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+import cutlass.utils as utils
+import cutlass.utils.hopper_helpers as sm90_utils
+from cutlass import Float32, Int32, const_expr
+from cutlass.cute.nvgpu import cpasync, warpgroup
+
+from .ptx import ex2_approx, fma_f32, lg2_approx, mul_f32, pack_e4m3x4, pack_low_bytes
+
+F8 = cutlass.Float8E4M3FN
+TILE_N = 128  # keys per tile (= the K scale block)
+WG_M = 64  # query rows per consumer warp group
+LN2 = math.log(2.0)
+MAGIC = 12582912.0  # 1.5 * 2^23: adding it rounds to an integer (rne) in the low mantissa bits
+
+
+class Sm90Attention:
+    def __init__(self, mode: str, head_dim: int, n_wg: int = 2, stages: int = 2, overlap: bool = True,
+                 pingpong: bool = False):
+        if mode not in ("direct-p", "fp8"):
+            raise ValueError(f"mode must be 'direct-p' or 'fp8', got {mode!r}")
+        if head_dim not in (64, 128):
+            raise ValueError(f"head_dim must be 64 or 128, got {head_dim}")
+        if n_wg not in (1, 2):
+            raise ValueError(f"n_wg must be 1 or 2, got {n_wg}")
+        self.mode = mode
+        self.direct = mode == "direct-p"
+        self.d = head_dim
+        # direct-p appends 8 rows to V^T (row D = ones: the denominator column).
+        self.dv = head_dim + 8 if self.direct else head_dim
+        self.n_wg = n_wg
+        self.tile_m = WG_M * n_wg
+        self.stages = stages
+        self.overlap = overlap
+        self.pingpong = pingpong and overlap and n_wg == 2
+        self.threads = 128 * (n_wg + 1)
+
+    # ------------------------------------------------------------------ host side
+    @cute.jit
+    def __call__(
+        self,
+        p_q: cute.Pointer, p_k: cute.Pointer, p_vt: cute.Pointer, p_o: cute.Pointer,
+        p_lse: cute.Pointer, p_sq: cute.Pointer, p_sk: cute.Pointer, p_sv: cute.Pointer,
+        b: Int32, h: Int32, s_q: Int32, s_kv: Int32, c: Float32, stream: cuda.CUstream,
+    ):
+        """Operands in prepare.py's layout (each (b, h) slice contiguous, S padded to 128):
+        q8 (B,H,Sq_pad,D), k8 (B,H,Skv_pad,D), v8t (B,H,Dv,Skv_pad) keys permuted by layout.SIGMA,
+        scales (B,H,blocks) and (B,H,D); outputs O (B,Sq,H,D) BF16 and LSE (B,H,Sq) FP32."""
+        d, dv = self.d, self.dv
+        n_qb = (s_q + 127) // 128
+        n_kb = (s_kv + 127) // 128
+        sq_pad = n_qb * 128
+        skv_pad = n_kb * 128
+        mQ = cute.make_tensor(p_q, cute.make_layout((sq_pad, d, (h, b)), stride=(d, 1, (sq_pad * d, h * sq_pad * d))))
+        mK = cute.make_tensor(p_k, cute.make_layout((skv_pad, d, (h, b)), stride=(d, 1, (skv_pad * d, h * skv_pad * d))))
+        mVt = cute.make_tensor(
+            p_vt, cute.make_layout((dv, skv_pad, (h, b)), stride=(skv_pad, 1, (dv * skv_pad, h * dv * skv_pad)))
+        )
+        mO = cute.make_tensor(p_o, cute.make_layout((s_q, d, (h, b)), stride=(h * d, 1, (d, s_q * h * d))))
+        mL = cute.make_tensor(p_lse, cute.make_layout((s_q, (h, b)), stride=(1, (s_q, h * s_q))))
+        mSq = cute.make_tensor(p_sq, cute.make_layout((n_qb, (h, b)), stride=(1, (n_qb, h * n_qb))))
+        mSk = cute.make_tensor(p_sk, cute.make_layout((n_kb, (h, b)), stride=(1, (n_kb, h * n_kb))))
+        mSv = cute.make_tensor(p_sv, cute.make_layout((d, (h, b)), stride=(1, (d, h * d))))
+
+        kmaj = cute.nvgpu.OperandMajorMode.K
+        mma_qk = sm90_utils.make_trivial_tiled_mma(F8, F8, kmaj, kmaj, Float32, (1, 1, 1), (WG_M, TILE_N))
+        mma_pv = sm90_utils.make_trivial_tiled_mma(
+            F8, F8, kmaj, kmaj, Float32, (1, 1, 1), (WG_M, dv), a_source=warpgroup.OperandSource.RMEM
+        )
+        row = utils.LayoutEnum.ROW_MAJOR
+        sQ_layout = sm90_utils.make_smem_layout_a(row, (WG_M, TILE_N, d), F8, self.n_wg)
+        sK_layout = sm90_utils.make_smem_layout_b(row, (WG_M, TILE_N, d), F8, self.stages)
+        sV_layout = sm90_utils.make_smem_layout_b(row, (WG_M, dv, TILE_N), F8, self.stages)
+
+        g2s = cpasync.CopyBulkTensorTileG2SOp()
+        tma_q, tQ = cpasync.make_tiled_tma_atom(g2s, mQ, cute.slice_(sQ_layout, (None, None, 0)), (WG_M, d))
+        tma_k, tK = cpasync.make_tiled_tma_atom(g2s, mK, cute.slice_(sK_layout, (None, None, 0)), (TILE_N, d))
+        tma_v, tV = cpasync.make_tiled_tma_atom(g2s, mVt, cute.slice_(sV_layout, (None, None, 0)), (dv, TILE_N))
+        self.bytes_q = WG_M * d * self.n_wg
+        self.bytes_k = TILE_N * d
+        self.bytes_v = dv * TILE_N
+
+        stages = self.stages
+
+        @cute.struct
+        class Storage:
+            mbar_q: cute.struct.MemRange[cutlass.Int64, 2]
+            mbar_k: cute.struct.MemRange[cutlass.Int64, 2 * stages]
+            mbar_v: cute.struct.MemRange[cutlass.Int64, 2 * stages]
+            sQ: cute.struct.Align[cute.struct.MemRange[F8, cute.cosize(sQ_layout)], 1024]
+            sK: cute.struct.Align[cute.struct.MemRange[F8, cute.cosize(sK_layout)], 1024]
+            sV: cute.struct.Align[cute.struct.MemRange[F8, cute.cosize(sV_layout)], 1024]
+
+        self.storage = Storage
+        grid = ((s_q + self.tile_m - 1) // self.tile_m, h, b)
+        self.kernel(
+            mma_qk, mma_pv, tma_q, tQ, tma_k, tK, tma_v, tV, mO, mL, mSq, mSk, mSv,
+            sQ_layout, sK_layout, sV_layout, s_q, s_kv, c,
+        ).launch(grid=grid, block=[self.threads, 1, 1], stream=stream, min_blocks_per_mp=1)
+
+    # ------------------------------------------------------------------ device side
+    @cute.kernel
+    def kernel(
+        self, mma_qk: cute.TiledMma, mma_pv: cute.TiledMma,
+        tma_q: cute.CopyAtom, tQ: cute.Tensor, tma_k: cute.CopyAtom, tK: cute.Tensor,
+        tma_v: cute.CopyAtom, tV: cute.Tensor,
+        mO: cute.Tensor, mL: cute.Tensor, mSq: cute.Tensor, mSk: cute.Tensor, mSv: cute.Tensor,
+        sQ_layout: cute.ComposedLayout, sK_layout: cute.ComposedLayout, sV_layout: cute.ComposedLayout,
+        s_q: Int32, s_kv: Int32, c: Float32,
+    ):
+        tidx, _, _ = cute.arch.thread_idx()
+        m_blk, hh, bb = cute.arch.block_idx()
+        warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        wg = warp // 4
+        n_tiles = (s_kv + TILE_N - 1) // TILE_N
+
+        smem = cutlass.memory.SmemAllocator()
+        st = smem.allocate(self.storage)
+        one_thread = pipeline.CooperativeGroup(pipeline.Agent.Thread, 1)
+        consumers = pipeline.CooperativeGroup(pipeline.Agent.Thread, 4 * self.n_wg)
+        prod_q, cons_q = pipeline.PipelineTmaAsync.create(
+            barrier_storage=st.mbar_q.data_ptr(), num_stages=1, producer_group=one_thread,
+            consumer_group=consumers, tx_count=self.bytes_q, defer_sync=True,
+        ).make_participants()
+        prod_k, cons_k = pipeline.PipelineTmaAsync.create(
+            barrier_storage=st.mbar_k.data_ptr(), num_stages=self.stages, producer_group=one_thread,
+            consumer_group=consumers, tx_count=self.bytes_k, defer_sync=True,
+        ).make_participants()
+        prod_v, cons_v = pipeline.PipelineTmaAsync.create(
+            barrier_storage=st.mbar_v.data_ptr(), num_stages=self.stages, producer_group=one_thread,
+            consumer_group=consumers, tx_count=self.bytes_v, defer_sync=True,
+        ).make_participants()
+
+        sQ = st.sQ.get_tensor(sQ_layout.outer, swizzle=sQ_layout.inner)
+        sK = st.sK.get_tensor(sK_layout.outer, swizzle=sK_layout.inner)
+        sV = st.sV.get_tensor(sV_layout.outer, swizzle=sV_layout.inner)
+
+        cute.arch.mbarrier_init_fence()
+        cute.arch.sync_threads()
+
+        if wg == 0:
+            # ---------------- producer: one warp issues all TMA loads
+            cute.arch.setmaxregister_decrease(24)
+            if warp == 0:
+                cpasync.prefetch_descriptor(tma_q)
+                cpasync.prefetch_descriptor(tma_k)
+                cpasync.prefetch_descriptor(tma_v)
+                gQ = cute.local_tile(tQ[None, None, (hh, bb)], (WG_M, self.d), (None, 0))
+                gK = cute.local_tile(tK[None, None, (hh, bb)], (TILE_N, self.d), (None, 0))
+                gV = cute.local_tile(tV[None, None, (hh, bb)], (self.dv, TILE_N), (0, None))
+                tQs, tQg = cpasync.tma_partition(
+                    tma_q, 0, cute.make_layout(1), cute.group_modes(sQ, 0, 2), cute.group_modes(gQ, 0, 2))
+                tKs, tKg = cpasync.tma_partition(
+                    tma_k, 0, cute.make_layout(1), cute.group_modes(sK, 0, 2), cute.group_modes(gK, 0, 2))
+                tVs, tVg = cpasync.tma_partition(
+                    tma_v, 0, cute.make_layout(1), cute.group_modes(sV, 0, 2), cute.group_modes(gV, 0, 2))
+                hq = prod_q.acquire_and_advance()
+                for w in cutlass.range_constexpr(self.n_wg):
+                    cute.copy(tma_q, tQg[None, m_blk * self.n_wg + w], tQs[None, w], tma_bar_ptr=hq.barrier)
+                for n in cutlass.range(n_tiles, unroll=1):
+                    hk = prod_k.acquire_and_advance()
+                    cute.copy(tma_k, tKg[None, n], tKs[None, hk.index], tma_bar_ptr=hk.barrier)
+                    hv = prod_v.acquire_and_advance()
+                    cute.copy(tma_v, tVg[None, n], tVs[None, hv.index], tma_bar_ptr=hv.barrier)
+        else:
+            cute.arch.setmaxregister_increase(240)
+            self.consume(
+                mma_qk, mma_pv, sQ, sK, sV, cons_q, cons_k, cons_v, mO, mL, mSq, mSk, mSv,
+                s_q, s_kv, c, n_tiles, m_blk, hh, bb, wg - 1, tidx % 128,
+            )
+
+    @cute.jit
+    def consume(
+        self, mma_qk, mma_pv, sQ, sK, sV, cons_q, cons_k, cons_v, mO, mL, mSq, mSk, mSv,
+        s_q, s_kv, c, n_tiles, m_blk, hh, bb, wgc, t128,
+    ):
+        thr_qk = mma_qk.get_slice(t128)
+        thr_pv = mma_pv.get_slice(t128)
+        tSrQ = thr_qk.make_fragment_A(thr_qk.partition_A(sQ))  # (MMA, 1, KB, n_wg)
+        tSrK = thr_qk.make_fragment_B(thr_qk.partition_B(sK))  # (MMA, 1, KB, stages)
+        tOrV = thr_pv.make_fragment_B(thr_pv.partition_B(sV))  # (MMA, 1, KB, stages)
+        acc_s = cute.make_rmem_tensor(thr_qk.partition_shape_C((WG_M, TILE_N)), Float32)
+        acc_o = cute.make_rmem_tensor(thr_pv.partition_shape_C((WG_M, self.dv)), Float32)
+        r_p = cute.make_rmem_tensor(thr_pv.partition_shape_A((WG_M, TILE_N)), F8)
+        r_p32 = cute.recast_tensor(r_p, Int32)  # ((1,2,2),1,4): (row half, k half, k32 block)
+        acc_t = cute.make_rmem_tensor(thr_pv.partition_shape_C((WG_M, self.dv)), Float32)
+        acc_o.fill(0.0)
+        alpha_r = cute.make_rmem_tensor((2,), Float32)
+
+        lane = t128 % 32
+        quad = lane % 4
+        row0 = m_blk * self.tile_m + wgc * WG_M + (t128 // 32) * 16 + lane // 4  # rows row0, row0 + 8
+        q_blk = (m_blk * self.tile_m + wgc * WG_M) // 128
+        sqc = mSq[q_blk, (hh, bb)] * c  # exact: sq is a power of two
+        m_run = cute.make_rmem_tensor((2,), Float32)
+        l_run = cute.make_rmem_tensor((2,), Float32)  # fp8 only (direct-p: acc column D)
+        m_run.fill(-Float32.inf)
+        l_run.fill(0.0)
+
+        hq = cons_q.wait_and_advance()
+        st = (acc_s, acc_t, acc_o, r_p, r_p32, tSrQ, tSrK, tOrV, m_run, l_run, alpha_r)
+        if const_expr(self.overlap):
+            # QK of tile n+1 runs on the tensor core while this warp group promotes PV of tile n.
+            hk = cons_k.wait_and_advance()
+            self.issue_qk(mma_qk, st, wgc, hk.index)
+            warpgroup.wait_group(0)
+            hk.release()
+            self.softmax(st, 0, n_tiles, s_kv, sqc, mSk, hh, bb, quad)
+            if const_expr(self.pingpong):
+                if wgc == 1:
+                    self.let_other_issue(0)  # warp group 0 issues first
+            for n in cutlass.range(n_tiles - 1, unroll=1):
+                hv = cons_v.wait_and_advance()
+                hk = cons_k.wait_and_advance()
+                if const_expr(self.pingpong):
+                    self.wait_my_turn(wgc)
+                self.issue_pv(mma_pv, st, hv.index)
+                self.issue_qk(mma_qk, st, wgc, hk.index)
+                if const_expr(self.pingpong):
+                    self.let_other_issue(1 - wgc)
+                warpgroup.wait_group(1)
+                hv.release()
+                self.promote(st)
+                warpgroup.wait_group(0)
+                hk.release()
+                self.softmax(st, n + 1, n_tiles, s_kv, sqc, mSk, hh, bb, quad)
+            hv = cons_v.wait_and_advance()
+            if const_expr(self.pingpong):
+                self.wait_my_turn(wgc)
+            self.issue_pv(mma_pv, st, hv.index)
+            if const_expr(self.pingpong):
+                if wgc == 0:  # keeps each named barrier's arrivals and waits matched
+                    self.let_other_issue(1)
+            warpgroup.wait_group(0)
+            hv.release()
+            self.promote(st)
+        else:
+            for n in cutlass.range(n_tiles, unroll=1):
+                hk = cons_k.wait_and_advance()
+                self.issue_qk(mma_qk, st, wgc, hk.index)
+                warpgroup.wait_group(0)
+                hk.release()
+                self.softmax(st, n, n_tiles, s_kv, sqc, mSk, hh, bb, quad)
+                hv = cons_v.wait_and_advance()
+                self.issue_pv(mma_pv, st, hv.index)
+                warpgroup.wait_group(0)
+                hv.release()
+                self.promote(st)
+
+        # ---------------- epilogue: O = acc * sv / l, BF16, rows past s_q clipped
+        gO = mO[None, None, (hh, bb)]
+        for hf in cutlass.range_constexpr(2):
+            if const_expr(self.direct):
+                # l sits in accumulator column D, held by the quad's first thread
+                l_tot = cute.arch.shuffle_sync(acc_o[2 * hf + 4 * (self.d // 8)], offset=lane - quad)
+            else:
+                l_tot = l_run[hf]
+                l_tot = l_tot + cute.arch.shuffle_sync_bfly(l_tot, offset=1)
+                l_tot = l_tot + cute.arch.shuffle_sync_bfly(l_tot, offset=2)
+                l_tot = l_tot * 256.0
+            inv_l = cute.arch.rcp_approx(l_tot)
+            r = row0 + 8 * hf
+            if r < s_q:
+                if quad == 0:
+                    # natural-log LSE; l_tot carries the factor 256 of P in both modes
+                    mL[r, (hh, bb)] = LN2 * (m_run[hf] + lg2_approx(l_tot) - 8.0)
+                for j in cutlass.range_constexpr(self.d // 8):
+                    for cc in cutlass.range_constexpr(2):
+                        col = 8 * j + 2 * quad + cc
+                        val = acc_o[cc + 2 * hf + 4 * j] * mSv[col, (hh, bb)] * inv_l
+                        gO[r, col] = val.to(cutlass.BFloat16)
+
+    # Ping-pong (2 consumer warp groups): each group issues its PV(n) + QK(n+1) wgmmas only on its
+    # turn, so one group's softmax runs while the other's products occupy the tensor core.
+    # Named barriers 1 and 2 (0 is __syncthreads), 256 threads: 128 wait, 128 arrive.
+    @cute.jit
+    def wait_my_turn(self, wgc):
+        cute.arch.barrier(barrier_id=1 + wgc, number_of_threads=256)
+
+    @cute.jit
+    def let_other_issue(self, other):
+        cute.arch.barrier_arrive(barrier_id=1 + other, number_of_threads=256)
+
+    @cute.jit
+    def issue_qk(self, mma_qk, st, wgc, stage):
+        acc_s, tSrQ, tSrK = st[0], st[5], st[6]
+        atom = cute.make_mma_atom(mma_qk.op)  # a fresh atom: its ACCUMULATE flag is local state
+        warpgroup.fence()
+        for kb in cutlass.range_constexpr(cute.size(tSrQ, mode=[2])):
+            atom.set(warpgroup.Field.ACCUMULATE, kb != 0)
+            cute.gemm(atom, acc_s, tSrQ[None, None, kb, wgc], tSrK[None, None, kb, stage], acc_s)
+        warpgroup.commit_group()
+
+    @cute.jit
+    def issue_pv(self, mma_pv, st, stage):
+        acc_t, r_p, tOrV = st[1], st[3], st[7]
+        atom = cute.make_mma_atom(mma_pv.op)
+        warpgroup.fence()
+        for kb in cutlass.range_constexpr(cute.size(r_p, mode=[2])):
+            atom.set(warpgroup.Field.ACCUMULATE, kb != 0)
+            cute.gemm(atom, acc_t, r_p[None, None, kb], tOrV[None, None, kb, stage], acc_t)
+        warpgroup.commit_group()
+
+    @cute.jit
+    def promote(self, st):
+        """acc = acc * alpha + tile. FP8 wgmma accumulates with reduced precision, so a long
+        in-place accumulation (l grows to ~256 S) loses bits; the tile sum is zero-initialised
+        and added here in FP32. alpha == 1 exactly when the row max did not move."""
+        acc_t, acc_o, alpha_r = st[1], st[2], st[10]
+        for hf in cutlass.range_constexpr(2):
+            for j in cutlass.range_constexpr(self.dv // 8):
+                for cc in cutlass.range_constexpr(2):
+                    i = cc + 2 * hf + 4 * j
+                    acc_o[i] = fma_f32(acc_o[i], alpha_r[hf], acc_t[i])
+
+    @cute.jit
+    def softmax(self, st, n, n_tiles, s_kv, sqc, mSk, hh, bb, quad):
+        """Scores of tile n -> online max, alpha, and the P bytes in the A-operand registers."""
+        acc_s, r_p32, m_run, l_run, alpha_r = st[0], st[4], st[8], st[9], st[10]
+        qk = sqc * mSk[n, (hh, bb)]
+        if n == n_tiles - 1:
+            # keys past s_kv do not exist: probability 0
+            for j in cutlass.range_constexpr(TILE_N // 8):
+                for cc in cutlass.range_constexpr(2):
+                    if n * TILE_N + 8 * j + 2 * quad + cc >= s_kv:
+                        for hf in cutlass.range_constexpr(2):
+                            acc_s[cc + 2 * hf + 4 * j] = -Float32.inf
+        for hf in cutlass.range_constexpr(2):
+            mx = acc_s[2 * hf]
+            for j in cutlass.range_constexpr(TILE_N // 8):
+                for cc in cutlass.range_constexpr(2):
+                    mx = cute.arch.fmax(mx, acc_s[cc + 2 * hf + 4 * j])
+            mx = cute.arch.fmax(mx, cute.arch.shuffle_sync_bfly(mx, offset=1))
+            mx = cute.arch.fmax(mx, cute.arch.shuffle_sync_bfly(mx, offset=2))
+            m_old = m_run[hf]
+            # max of fl(s * qk) = fl(max(s) * qk): qk > 0 and rounding is monotone
+            m_new = cute.arch.fmax(m_old, mul_f32(mx, qk))
+            alpha_r[hf] = Float32(1.0)  # exactly 1 when the row max did not move
+            if m_new > m_old:
+                alpha_r[hf] = ex2_approx(m_old - m_new)
+                l_run[hf] = l_run[hf] * alpha_r[hf]
+            m_run[hf] = m_new
+            if const_expr(self.direct):
+                bias = fma_f32(m_new, -8.0, 120.0)
+                for kb in cutlass.range_constexpr(TILE_N // 32):
+                    for g in cutlass.range_constexpr(2):
+                        v = [None] * 4
+                        for a in cutlass.range_constexpr(4):
+                            j = 4 * kb + 2 * g + a // 2
+                            z = mul_f32(acc_s[a % 2 + 2 * hf + 4 * j], qk)
+                            t = cute.arch.fmax(fma_f32(z, 8.0, bias), Float32(0.0))
+                            v[a] = t + MAGIC
+                        r_p32[(0, hf, g), 0, kb] = pack_low_bytes(v[0], v[1], v[2], v[3])
+            else:
+                lsum = Float32(0.0)
+                for kb in cutlass.range_constexpr(TILE_N // 32):
+                    for g in cutlass.range_constexpr(2):
+                        v = [None] * 4
+                        for a in cutlass.range_constexpr(4):
+                            j = 4 * kb + 2 * g + a // 2
+                            z = mul_f32(acc_s[a % 2 + 2 * hf + 4 * j], qk)
+                            p = ex2_approx(z - m_new)
+                            lsum = lsum + p
+                            v[a] = p * 256.0
+                        r_p32[(0, hf, g), 0, kb] = pack_e4m3x4(v[0], v[1], v[2], v[3])
+                l_run[hf] = l_run[hf] + lsum

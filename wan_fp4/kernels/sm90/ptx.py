@@ -1,0 +1,73 @@
+"""Small inline-PTX helpers for the sm90 kernel.
+
+Written as inline asm (no side effects, so the compiler may schedule them) because the exact
+instruction matters for the numerics contract (docs/NUMERICS.md): a fused FMA with one rounding,
+the magic-number round-to-nearest-even, byte packing by PRMT, and e4m3 conversion.
+"""
+from __future__ import annotations
+
+from cutlass import Float32, Int32
+from cutlass._mlir.dialects import llvm
+from cutlass.cutlass_dsl import T, dsl_user_op
+
+
+def _asm(ret, args, text, constraints):
+    return llvm.inline_asm(
+        ret, args, text, constraints, has_side_effects=False, is_align_stack=False,
+        asm_dialect=llvm.AsmDialect.AD_ATT,
+    )
+
+
+@dsl_user_op
+def fma_f32(a, b, c, *, loc=None, ip=None) -> Float32:
+    """fl(a*b + c) with a single rounding (never split into mul + add)."""
+    vals = [Float32(x).ir_value(loc=loc, ip=ip) for x in (a, b, c)]
+    return Float32(_asm(T.f32(), vals, "fma.rn.f32 $0, $1, $2, $3;", "=f,f,f,f"))
+
+
+@dsl_user_op
+def mul_f32(a, b, *, loc=None, ip=None) -> Float32:
+    """fl(a*b) kept as its own instruction (so it cannot be contracted into a later FMA)."""
+    vals = [Float32(x).ir_value(loc=loc, ip=ip) for x in (a, b)]
+    return Float32(_asm(T.f32(), vals, "mul.rn.f32 $0, $1, $2;", "=f,f,f"))
+
+
+@dsl_user_op
+def ex2_approx(a, *, loc=None, ip=None) -> Float32:
+    vals = [Float32(a).ir_value(loc=loc, ip=ip)]
+    return Float32(_asm(T.f32(), vals, "ex2.approx.ftz.f32 $0, $1;", "=f,f"))
+
+
+@dsl_user_op
+def lg2_approx(a, *, loc=None, ip=None) -> Float32:
+    vals = [Float32(a).ir_value(loc=loc, ip=ip)]
+    return Float32(_asm(T.f32(), vals, "lg2.approx.ftz.f32 $0, $1;", "=f,f"))
+
+
+@dsl_user_op
+def pack_low_bytes(a, b, c, d, *, loc=None, ip=None) -> Int32:
+    """Byte 0 of each of four 32-bit registers, packed low-to-high (a lowest): 3 PRMT.
+
+    Used on floats r = t + 1.5*2^23 whose low mantissa byte is rne(t) (the E4M3 byte).
+    """
+    vals = [Float32(x).ir_value(loc=loc, ip=ip) for x in (a, b, c, d)]
+    text = (
+        "{ .reg .b32 lo, hi;\n"
+        "prmt.b32 lo, $1, $2, 0x0040;\n"
+        "prmt.b32 hi, $3, $4, 0x0040;\n"
+        "prmt.b32 $0, lo, hi, 0x5410; }"
+    )
+    return Int32(_asm(T.i32(), vals, text, "=r,f,f,f,f"))
+
+
+@dsl_user_op
+def pack_e4m3x4(a, b, c, d, *, loc=None, ip=None) -> Int32:
+    """E4M3_rne_satfinite of four floats, packed low-to-high (a lowest)."""
+    vals = [Float32(x).ir_value(loc=loc, ip=ip) for x in (a, b, c, d)]
+    text = (
+        "{ .reg .b16 lo, hi;\n"
+        "cvt.rn.satfinite.e4m3x2.f32 lo, $2, $1;\n"
+        "cvt.rn.satfinite.e4m3x2.f32 hi, $4, $3;\n"
+        "mov.b32 $0, {lo, hi}; }"
+    )
+    return Int32(_asm(T.i32(), vals, text, "=r,f,f,f,f"))
