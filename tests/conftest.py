@@ -1,6 +1,14 @@
 """Shared fixtures: tiny models built in code (no downloads)."""
-import pytest
+import os
+
 import torch
+
+# Without a GPU, Triton kernels run in Triton's CPU interpreter. The switch is read when triton is
+# first imported, so it is set here, before any test module imports a kernel.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
 
 
 @pytest.fixture

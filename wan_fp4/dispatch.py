@@ -26,6 +26,7 @@ _KERNELS = {
     "triton": ("wan_fp4.kernels.triton", "triton_attention"),
     "sm90-cute": ("wan_fp4.kernels.sm90", "sm90_attention"),
     "sm100-cute": ("wan_fp4.kernels.sm100", "sm100_attention"),
+    "fp4-emulation": ("wan_fp4.kernels.emulation", "fp4_emulation_attention"),
 }
 _warned: set[str] = set()
 
@@ -41,9 +42,9 @@ def attention(q, k, v, mode="direct-p", scale=None, *, fp4: FP4Params | None = N
     validate(q, k, v)
     scale = default_scale(q.shape[-1]) if scale is None else float(scale)
     fp4 = fp4 or FP4Params()
-    name = kernel if kernel is not None else kernel_for(q, mode, k, v)
+    name = kernel if kernel is not None else kernel_for(q, mode, k, v, fp4=fp4)
     if kernel is not None:
-        ok, why = kernel_available(kernel, q, k, v, mode)
+        ok, why = kernel_available(kernel, q, k, v, mode, fp4)
         if not ok:
             raise ValueError(f"kernel={kernel!r} cannot run this call: {why}")
     guard = math.nan if fp4.guard_margin is None else float(fp4.guard_margin)
@@ -87,10 +88,10 @@ def low_precision_head_dim_ok(head_dim: int) -> bool:
     return head_dim % 2 == 0 and head_dim <= MAX_HEAD_DIM
 
 
-def kernel_for(q, mode, k=None, v=None) -> str:
-    """The kernel `attention` uses for these inputs: 'sdpa', 'fa4', 'reference', 'emulation',
-    'triton', 'sm90-cute', 'sm100-cute', or 'sdpa (bf16 fallback)' for a head dim the
-    low-precision modes do not take."""
+def kernel_for(q, mode, k=None, v=None, *, fp4: FP4Params | None = None) -> str:
+    """The kernel `attention` uses for these inputs: 'sdpa', 'fa4', 'reference', 'triton',
+    'sm90-cute', 'sm100-cute', 'fp4-emulation' (Triton), 'emulation' (the torch reference on the
+    GPU), or 'sdpa (bf16 fallback)' for a head dim the low-precision modes do not take."""
     check_mode(mode)
     k = q if k is None else k
     v = k if v is None else v
@@ -103,7 +104,7 @@ def kernel_for(q, mode, k=None, v=None) -> str:
     if not q.is_cuda:
         return "reference"
     for name in _preferred_kernels(q.device, mode):
-        ok, why = kernel_available(name, q, k, v, mode)
+        ok, why = kernel_available(name, q, k, v, mode, fp4)
         if ok:
             return name
         _warn_once(f"{name} not used for mode {mode!r}: {why}")
@@ -114,14 +115,15 @@ def kernel_for(q, mode, k=None, v=None) -> str:
 def _preferred_kernels(device, mode):
     major, minor = torch.cuda.get_device_capability(device)
     if mode == "direct-p-fp4":
-        return ["sm100-cute"] if major == 10 else []
+        # Blackwell's native FP4; elsewhere the exact emulation on BF16 tensor cores (Triton)
+        return (["sm100-cute"] if major == 10 else []) + ["fp4-emulation"]
     has_fp8 = (major, minor) >= (8, 9)
     if not has_fp8:
         return []
     return (["sm90-cute"] if major == 9 else []) + ["triton"]
 
 
-def kernel_available(name, q, k, v, mode):
+def kernel_available(name, q, k, v, mode, fp4: FP4Params | None = None):
     if name in ("reference", "emulation", "sdpa"):
         return True, ""
     if name == "fa4":
@@ -131,6 +133,8 @@ def kernel_available(name, q, k, v, mode):
     module = _kernel_module(name)
     if module is None:
         return False, f"{_KERNELS[name][0]} could not be imported"
+    if mode == "direct-p-fp4":  # FP4 kernels may not take every map (e.g. the guard)
+        return module.is_supported(q, k, v, mode, fp4=fp4 or FP4Params())
     return module.is_supported(q, k, v, mode)
 
 
@@ -172,9 +176,10 @@ def _run(q, k, v, mode, kernel, scale, a, b, guard, want_lse):
         out = _bf16_kernel(q, k, v, kernel, scale)
         return out, (_lse_exact(q, k, scale) if want_lse else None)
     fn = getattr(_kernel_module(kernel), _KERNELS[kernel][1])
+    extra = {"fp4": fp4} if mode == "direct-p-fp4" else {}  # the FP4 map's affine and guard
     if want_lse:
-        return fn(q, k, v, mode, scale=scale, return_lse=True)
-    return fn(q, k, v, mode, scale=scale), None
+        return fn(q, k, v, mode, scale=scale, return_lse=True, **extra)
+    return fn(q, k, v, mode, scale=scale, **extra), None
 
 
 def _bf16_kernel(q, k, v, kernel, scale):
