@@ -1,0 +1,206 @@
+"""The sm100a Direct-P FP4 kernel, checked without a GPU: it compiles for sm_100a, its PTX has the
+instructions the design relies on, and the host-side operand packing is exact.
+
+Needs nvidia-cutlass-dsl (compiles sm_100a on a CPU-only machine); skipped without it.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from wan_fp4 import formats, reference
+from wan_fp4.modes import AFFINE_WAN, FP4Params
+from wan_fp4.kernels import sm100
+from wan_fp4.kernels.sm100 import pack
+
+cutlass = pytest.importorskip("cutlass")
+
+
+@pytest.fixture(scope="module")
+def ptx(tmp_path_factory) -> str:
+    from wan_fp4.kernels.sm100.compile import compile_artifacts
+
+    text, cubin = compile_artifacts(str(tmp_path_factory.mktemp("sm100a")))
+    assert cubin[:4] == b"\x7fELF", "the cubin is not an ELF image"
+    return text
+
+
+# ----------------------------------------------------------------------------------- PTX checks
+def test_targets_sm100a(ptx):
+    assert re.search(r"^\.target sm_100a\b", ptx, re.M)
+    assert re.search(r"\.reqntid 448, 1, 1", ptx)  # 14 warps: the role split
+
+
+def test_qk_is_block_scaled_nvfp4(ptx):
+    # S = Q K^T: both operands from shared memory, E4M3 scales per 16 values (block16).
+    qk = re.findall(r"tcgen05\.mma\.cta_group::1\.kind::mxf4nvf4\.block_scale\.block16\S*\s+"
+                    r"\[%r\d+\], %rd\d+, %rd\d+", ptx)
+    assert len(qk) == 2, "expected two K64 QK MMAs (D = 128)"
+
+
+def test_pv_is_block_scaled_mxfp4_with_p_from_tmem(ptx):
+    # O += P V: P (operand A) from TMEM, E8M0 scales per 32 keys (block32).
+    pv = re.findall(r"tcgen05\.mma\.cta_group::1\.kind::mxf4nvf4\.block_scale\.block32\S*\s+"
+                    r"\[%r\d+\], \[%r\d+\], %rd\d+", ptx)
+    assert len(pv) == 2, "expected two K64 PV MMAs with A in TMEM (128 keys per tile)"
+
+
+def test_allocates_all_512_tmem_columns(ptx):
+    m = re.search(r"tcgen05\.alloc\.cta_group::1\.sync\.aligned\.shared::cta\.b32\s+\[%r\d+\], (%r\d+);", ptx)
+    assert m, "no tcgen05.alloc"
+    assert re.search(rf"mov\.b32\s+{re.escape(m.group(1))}, 512;", ptx), "alloc is not 512 columns"
+    assert "tcgen05.dealloc" in ptx and "tcgen05.relinquish_alloc_permit" in ptx
+
+
+def test_direct_p_map_is_packed_fma_then_native_e2m1(ptx):
+    # 128 keys per tile: 64 packed FMAs and 64 two-value conversions, in each softmax WG.
+    assert len(re.findall(r"\bfma\.rn\.f32x2\b", ptx)) == 2 * 64
+    # .relu is max(y, 0) of the numerics, folded into the conversion.
+    assert len(re.findall(r"\bcvt\.rn\.satfinite(?:\.relu)?\.e2m1x2\.f32\b", ptx)) == 2 * 64
+    assert "ex2.approx" not in ptx, "the fast policy has no exp"
+
+
+def test_scale_factors_move_to_tmem(ptx):
+    assert ptx.count("tcgen05.cp.cta_group::1.32x128b.warpx4") >= 4  # SFQ, SFK, SFV, SFP
+    assert "tcgen05.st.sync.aligned.32x32b.x16.b32" in ptx  # P codes: 16 words per row
+    assert "cp.async.bulk.tensor" in ptx  # TMA loads
+    assert ".local" not in ptx
+
+
+def test_cross_thread_tmem_ordering_is_fenced(ptx):
+    # TMEM written by one role and read by another (P, S, O) is ordered by mbarriers plus the
+    # tcgen05 fences around them, and every tcgen05.ld is waited for before use.
+    assert ptx.count("tcgen05.fence::before_thread_sync") >= 3
+    assert ptx.count("tcgen05.fence::after_thread_sync") >= 5
+    assert ptx.count("tcgen05.wait::ld") >= 3 and ptx.count("tcgen05.wait::st") >= 2
+
+
+# ------------------------------------------------------------------------------- host side
+def test_is_supported_false_on_cpu():
+    q = torch.zeros(1, 128, 2, 128, dtype=torch.bfloat16)
+    ok, why = sm100.is_supported(q, q, q, "direct-p-fp4")
+    assert not ok and "cpu" in why.lower()
+    ok, why = sm100.is_supported(q, q, q, "fp8")
+    assert not ok and "fp8" in why
+    ok, why = sm100.is_supported(q, q, q, "direct-p-fp4", FP4Params(guard_margin=110.0))
+    assert not ok and "guard" in why
+
+
+def test_sm100_attention_refuses_cpu():
+    q = torch.zeros(1, 128, 2, 128)
+    with pytest.raises(RuntimeError, match="cannot run here"):
+        sm100.sm100_attention(q, q, q)
+
+
+def test_fp4_nibble_packing_round_trips():
+    codes = torch.randint(0, 16, (3, 5, 64), dtype=torch.uint8)
+    packed = pack.pack_fp4(codes)
+    assert packed.shape == (3, 5, 32)
+    assert torch.equal(packed[..., 0] & 0xF, codes[..., 0])  # element 0 in the low nibble
+    assert torch.equal(pack.unpack_fp4(packed), codes)
+    with pytest.raises(ValueError, match="even"):
+        pack.pack_fp4(codes[..., :3])
+
+
+def test_operand_packing_is_exactly_formats():
+    torch.manual_seed(0)
+    b, sq, skv, h = 2, 200, 77, 3
+    q = torch.randn(b, sq, h, 128, dtype=torch.bfloat16)
+    k = torch.randn(b, skv, h, 128, dtype=torch.bfloat16) * 3
+    v = torch.randn(b, skv, h, 128, dtype=torch.bfloat16)
+    ops = pack.prepare_operands(q, k, v)
+    assert (ops.sq_pad, ops.skv_pad) == (256, 128)
+
+    for x, codes, sf, s_pad in ((q, ops.q, ops.sfq, ops.sq_pad), (k, ops.k, ops.sfk, ops.skv_pad)):
+        nv = formats.nvfp4_quantize_qk(x)
+        s = x.shape[1]
+        got = pack.unpack_fp4(codes).view(b, h, s_pad, 128)
+        assert torch.equal(got[:, :, :s], nv.codes.permute(0, 2, 1, 3))
+        assert not got[:, :, s:].any()
+        scales = pack.unswizzle_sf(sf, b * h, s_pad, 8).view(b, h, s_pad, 8)
+        pair = nv.scales.permute(0, 2, 1, 3)
+        assert torch.equal(scales[:, :, :s, :4], pair) and torch.equal(scales[:, :, :s, 4:], pair)
+        assert not scales[:, :, s:].any()
+
+    mx = formats.mxfp4_quantize_v(v)
+    vt = pack.unpack_fp4(ops.vt).view(b, h, 128, ops.skv_pad)
+    assert torch.equal(vt[..., : mx.codes.shape[1]], mx.codes.permute(0, 2, 3, 1))
+    assert not vt[..., mx.codes.shape[1]:].any()
+    sfv = pack.unswizzle_sf(ops.sfv, b * h, 128, ops.skv_pad // 32).view(b, h, 128, -1)
+    assert torch.equal(sfv[..., : mx.scales.shape[1]], mx.scales.permute(0, 2, 3, 1))
+
+
+def test_launch_args_match_the_reference_constants():
+    q = torch.zeros(1, 300, 2, 128)
+    ops = pack.prepare_operands(q, q, q)
+    args = sm100.build_launch_args(ops, 1 / math.sqrt(128), FP4Params(), num_sms=148)
+    c = reference.log2_scale(1 / math.sqrt(128))
+    assert args.qk_log2 == c
+    a = torch.tensor(AFFINE_WAN[0], dtype=torch.float32)
+    assert args.affine_ac == (a * torch.tensor(c, dtype=torch.float32)).item()
+    assert args.num_ctas == 3 * 2  # three query tiles x two heads < 148 SMs
+    with pytest.raises(ValueError, match="scale"):
+        sm100.build_launch_args(ops, 0.0, FP4Params(), 148)
+
+
+# ------------------------------------------------- layouts checked against the DSL's own
+def test_scale_factor_swizzle_matches_cute_layout():
+    from wan_fp4.kernels.sm100.dsl_layouts import sf_layout_offsets
+
+    rows, cols, batch, vec = 256, 8, 2, 16
+    coords = [(m, kb, l) for l in range(batch) for m in range(0, rows, 7) for kb in range(cols)]
+    dsl = sf_layout_offsets((rows, cols * vec, batch), vec, [(m, kb * vec, l) for m, kb, l in coords])
+    ours = pack.sf_offsets(rows, cols, batch)
+    assert [ours[l, m, kb].item() for m, kb, l in coords] == dsl
+
+
+def test_p_scale_word_matches_cute_atom():
+    # The softmax WGs write row m's four E8M0 bytes as word 4*(m % 32) + m // 32 (kernel.py).
+    from wan_fp4.kernels.sm100.dsl_layouts import sf_atom_offsets
+
+    coords = [(m, 32 * kb) for m in range(128) for kb in range(4)]
+    dsl = sf_atom_offsets(32, coords)
+    assert dsl == [4 * (4 * (m % 32) + m // 32) + kb for m in range(128) for kb in range(4)]
+
+
+# -------------------------------------------------------------------------------------- AOT
+def test_aot_export(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "wan_fp4.kernels.sm100.aot", str(tmp_path)],
+                         capture_output=True, text=True, timeout=300,
+                         cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert out.returncode == 0, out.stderr[-2000:]
+    header = (tmp_path / "wan_fp4_direct_p_fp4_sm100a.h").read_text()
+    assert "cute_dsl_wan_fp4_direct_p_fp4_sm100a_wrapper" in header
+    assert (tmp_path / "wan_fp4_direct_p_fp4_sm100a.o").read_bytes()[:4] == b"\x7fELF"
+
+
+# ------------------------------------------------------------- the P map, modelled bit-exactly
+@pytest.mark.parametrize("affine", [AFFINE_WAN, (1.50, 1.20)])
+def test_kernel_p_map_model_matches_reference(affine):
+    from wan_fp4.kernels.sm100 import emulate
+
+    torch.manual_seed(1)
+    c = reference.log2_scale(1 / math.sqrt(128))
+    s = torch.randn(64, 128) * torch.logspace(-1, 2.5, 64).unsqueeze(-1)  # raw scores, wide range
+    s[0, :] = 0.0
+    s[1, :32] = -1e30  # a block far below the E8M0 range
+    codes, e, e8m0, qsum = emulate.p_map(s, c, affine, valid=100)
+    ref_s = s.clone()
+    ref_s[:, 100:] = -math.inf
+    ref_codes, ref_e = reference.fp4_p_codes(ref_s, torch.zeros(64, 1), c, affine)
+    assert torch.equal(codes, ref_codes)
+    assert torch.equal(e.to(torch.float32), ref_e)
+    assert not codes[:, 100:].any()
+    assert torch.equal(qsum, ref_codes.unflatten(-1, (4, 32)).sum(-1))
+    # The published byte is e - L (the reference's exp2(e - L)), floored at E8M0 byte 0.
+    from wan_fp4.modes import FP4_SCALE_SHIFT
+    shifted = ref_e - FP4_SCALE_SHIFT
+    in_range = shifted >= -127
+    assert torch.equal(e8m0.to(torch.float32)[in_range] - 127, shifted[in_range])
+    assert (e8m0[~in_range] == 0).all()

@@ -1,0 +1,116 @@
+"""Blackwell (sm100a) Direct-P FP4 attention: the paper's kernel design in the CuTe DSL.
+
+Status: compiled for sm_100a and its PTX inspected on a machine with no GPU; it has never run
+on hardware. `scripts/verify_sm100.py` is the one command a B200/GB200 owner runs to check it
+against `wan_fp4.reference.attention(..., mode="direct-p-fp4")` and time it.
+
+Importing this package needs only torch; the CuTe DSL is imported when a kernel is compiled.
+"""
+from __future__ import annotations
+
+import importlib.util
+import math
+from dataclasses import dataclass
+
+import torch
+
+from ...modes import FP4_SCALE_SHIFT, FP4Params, check_mode, default_scale
+from .pack import HEAD_DIM, SM100Operands, prepare_operands
+
+MODE = "direct-p-fp4"
+LN2 = math.log(2.0)
+SUPPORTED_CAPABILITY = (10, 0)  # sm_100a code runs on sm_100 only (not sm_103 / sm_120)
+
+__all__ = ["sm100_attention", "is_supported", "LaunchArgs", "build_launch_args", "prepare_operands"]
+
+
+def is_supported(q, k, v, mode: str = MODE, fp4: FP4Params | None = None) -> tuple[bool, str]:
+    """(True, "") when sm100_attention can run these inputs here, else (False, why)."""
+    if mode != MODE:
+        return False, f"the sm100 FP4 kernel implements mode {MODE!r} only, not {mode!r}"
+    if fp4 is not None and fp4.guard_margin is not None:
+        return False, "the large-logit guard (fp4.guard_margin) is not implemented in the sm100 kernel"
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            return False, f"{name} is not a torch.Tensor"
+        if t.device.type != "cuda":
+            return False, f"{name} is on {t.device}, not a CUDA device"
+        if t.dim() != 4:
+            return False, f"{name} must be (B, S, H, D), got shape {tuple(t.shape)}"
+        if t.shape[-1] != HEAD_DIM:
+            return False, f"head dim {t.shape[-1]} is not supported (only {HEAD_DIM})"
+        if t.dtype not in (torch.bfloat16, torch.float16, torch.float32):
+            return False, f"{name} has dtype {t.dtype}; expected bfloat16/float16/float32"
+    if k.shape != v.shape or q.shape[0] != k.shape[0] or q.shape[2] != k.shape[2]:
+        return False, f"shapes do not match: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+    if q.shape[1] == 0 or k.shape[1] == 0 or q.shape[0] * q.shape[2] == 0:
+        return False, f"empty input: q {tuple(q.shape)}, k {tuple(k.shape)}"
+    cap = torch.cuda.get_device_capability(q.device)
+    if cap != SUPPORTED_CAPABILITY:
+        return False, f"device capability sm_{cap[0]}{cap[1]} is not sm_100 (B200/GB200)"
+    if importlib.util.find_spec("cutlass") is None:
+        return False, "nvidia-cutlass-dsl is not installed"
+    return True, ""
+
+
+@dataclass(frozen=True)
+class LaunchArgs:
+    """The kernel's scalar arguments, computed once on the host (FP32 exactly as the reference)."""
+
+    seq_q: int
+    seq_kv: int
+    batch: int
+    heads: int
+    sq_pad: int
+    skv_pad: int
+    qk_log2: float  # c = fl(log2(e) * scale)
+    affine_ac: float  # fl(A * c)
+    affine_a: float
+    affine_b: float
+    num_ctas: int
+
+
+def _f32(x: float) -> float:
+    return torch.tensor(x, dtype=torch.float32).item()
+
+
+def build_launch_args(ops: SM100Operands, scale: float, fp4: FP4Params, num_sms: int) -> LaunchArgs:
+    if not (scale > 0 and math.isfinite(scale)):
+        raise ValueError(f"scale must be a positive finite number, got {scale}")
+    if num_sms < 1:
+        raise ValueError(f"num_sms must be >= 1, got {num_sms}")
+    a, b = (_f32(x) for x in fp4.affine)
+    c = _f32(math.log2(math.e) * scale)
+    work = (ops.sq_pad // 128) * ops.batch * ops.heads
+    return LaunchArgs(ops.seq_q, ops.seq_kv, ops.batch, ops.heads, ops.sq_pad, ops.skv_pad,
+                      c, _f32(a * c), a, b, max(1, min(num_sms, work)))
+
+
+def sm100_attention(q, k, v, mode: str = MODE, scale: float | None = None,
+                    fp4: FP4Params = FP4Params(), return_lse: bool = False):
+    """Direct-P FP4 attention on sm100a. q, k, v: (B, S, H, 128); returns (B, Sq, H, 128) in q's dtype.
+
+    return_lse: also return the natural-log LSE (B, H, Sq) float32 of the represented
+    probabilities, m * scale + ln2 log2(l) with l = sum 2^e q / 6 and m = 0 (shiftless).
+    """
+    check_mode(mode)
+    ok, why = is_supported(q, k, v, mode, fp4)
+    if not ok:
+        raise RuntimeError(f"sm100_attention cannot run here: {why}")
+    from .launch import launch
+
+    ops = prepare_operands(q, k, v)
+    num_sms = torch.cuda.get_device_properties(q.device).multi_processor_count
+    args = build_launch_args(ops, default_scale(HEAD_DIM) if scale is None else scale, fp4, num_sms)
+    out = torch.empty(q.shape, dtype=torch.bfloat16, device=q.device)
+    denom = torch.empty(ops.batch * ops.heads, ops.seq_q, dtype=torch.float32, device=q.device)
+    launch(ops, args, out, denom)
+    out = out.to(q.dtype)
+    if not return_lse:
+        return out
+    return out, lse_from_denominator(denom.view(ops.batch, ops.heads, ops.seq_q))
+
+
+def lse_from_denominator(denom: torch.Tensor) -> torch.Tensor:
+    """LSE from the kernel's per-row sum 2^(e - L) q: ln2 (log2(sum / 6) + L), as the reference."""
+    return LN2 * (torch.log2(denom / 6.0) + FP4_SCALE_SHIFT)
