@@ -1,0 +1,140 @@
+"""`wan-fp4` command line: generate writes a readable mp4, bad arguments give clear errors."""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from wan_fp4 import cli
+from wan_fp4.pipelines import build_tiny_pipeline, read_video
+
+SMALL = ["--height", "32", "--width", "48", "--frames", "9", "--steps", "2"]
+
+
+def _usage_error(capsys, argv):
+    """Run the CLI expecting an argparse usage error; return its stderr."""
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    assert exc.value.code == 2
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize("mode", ["bf16", "direct-p"])
+def test_generate_writes_mp4_in_process(tmp_path, capsys, mode):
+    out = tmp_path / "video.mp4"
+    assert cli.main(["generate", "--prompt", "a cat dances", "--attention", mode, "--out", str(out), *SMALL]) == 0
+    frames = read_video(out)
+    assert frames.shape == (9, 32, 48, 3)
+    assert frames.std() > 0  # not a blank video
+    printed = capsys.readouterr().out
+    assert f"mode {mode} ran on kernel" in printed
+    assert "smoke model, not a video model" in printed
+    if mode == "direct-p":  # CPU: low-precision self-attention runs the reference, cross stays bf16
+        assert "mode direct-p ran on kernel reference" in printed
+        assert "mode bf16 ran on kernel" in printed
+
+
+def test_generate_console_script(tmp_path):
+    exe = shutil.which("wan-fp4")
+    if exe is None:
+        pytest.skip("the wan-fp4 console script is not installed (pip install -e .)")
+    out = tmp_path / "script.mp4"
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    proc = subprocess.run([exe, "generate", "--prompt", "a red car", "--attention", "direct-p", "--out", str(out),
+                           "--height", "48", "--width", "32", "--frames", "5", "--steps", "2", "--fps", "4"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert read_video(out).shape == (5, 48, 32, 3)
+    assert "wrote" in proc.stdout and "smoke model" in proc.stdout
+    assert "it/s" in proc.stderr or "s/it" in proc.stderr  # the progress bar
+
+
+def test_generate_from_local_directory(tmp_path, capsys):
+    model = tmp_path / "model"
+    build_tiny_pipeline(dtype=torch.bfloat16).save_pretrained(model)
+    out = tmp_path / "local.mp4"
+    assert cli.main(["generate", "--prompt", "a dog", "--model", str(model), "--attention", "bf16",
+                     "--out", str(out), *SMALL]) == 0
+    assert read_video(out).shape == (9, 32, 48, 3)
+    printed = capsys.readouterr().out
+    assert "local diffusers Wan pipeline" in printed and "smoke model" not in printed
+
+
+def test_generate_bad_model_path(tmp_path, capsys):
+    missing = tmp_path / "nowhere"
+    err = _usage_error(capsys, ["generate", "--prompt", "x", "--model", str(missing), "--out",
+                                str(tmp_path / "v.mp4")])
+    assert "--model" in err and str(missing) in err and "never downloads" in err
+    assert not (tmp_path / "v.mp4").exists()
+
+
+def test_generate_unknown_mode(tmp_path, capsys):
+    err = _usage_error(capsys, ["generate", "--prompt", "x", "--attention", "int4", "--out", str(tmp_path / "v.mp4")])
+    assert "--attention" in err and "int4" in err and "direct-p-fp4" in err
+
+
+@pytest.mark.parametrize("flag,value,message", [
+    ("--height", "40", "height must be a positive multiple of 16"),
+    ("--width", "20", "width must be a positive multiple of 16"),
+    ("--frames", "6", "frames must be 4k+1 (1, 5, 9"),
+    ("--steps", "0", "positive integer"),
+    ("--fps", "-1", "positive integer"),
+])
+def test_generate_bad_geometry(tmp_path, capsys, flag, value, message):
+    err = _usage_error(capsys, ["generate", "--prompt", "x", flag, value, "--out", str(tmp_path / "v.mp4")])
+    assert message in err
+
+
+def test_generate_needs_prompt_and_out(tmp_path, capsys):
+    assert "--out" in _usage_error(capsys, ["generate", "--prompt", "x"])
+    assert "--prompt" in _usage_error(capsys, ["generate", "--out", str(tmp_path / "v.mp4")])
+
+
+def test_bad_device(tmp_path, capsys):
+    err = _usage_error(capsys, ["generate", "--prompt", "x", "--device", "gpu7", "--out", str(tmp_path / "v.mp4")])
+    assert "--device" in err and "gpu7" in err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown when there is no GPU")
+def test_bench_says_it_needs_a_gpu(capsys):
+    assert cli.main(["bench", "attention", "--shape", "1.3b"]) == 2
+    assert "needs a CUDA GPU" in capsys.readouterr().err
+
+
+def test_help_lists_subcommands(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--help"])
+    assert exc.value.code == 0
+    text = capsys.readouterr().out
+    assert all(word in text for word in ("generate", "drift", "bench"))
+
+
+def test_module_entry_point_matches_console_script():
+    # `python -m wan_fp4.cli` is the same program as the console script.
+    proc = subprocess.run([sys.executable, "-m", "wan_fp4.cli", "generate", "--help"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0 and "--attention" in proc.stdout
+
+
+def test_bench_hands_arguments_to_the_benchmark_modules(monkeypatch):
+    # Pretend a GPU is there; each bench subcommand hands its arguments to its module's main().
+    import types
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    seen = []
+    for kind, code in (("attention", 0), ("e2e", 3)):
+        fake = types.ModuleType(cli.BENCH_ENTRY[kind])
+        fake.main = lambda argv, kind=kind, code=code: seen.append((kind, argv)) or code
+        monkeypatch.setitem(sys.modules, cli.BENCH_ENTRY[kind], fake)
+    assert cli.main(["bench", "attention", "--shape", "14b", "--help"]) == 0
+    assert cli.main(["bench", "e2e"]) == 3
+    assert seen == [("attention", ["--shape", "14b", "--help"]), ("e2e", [])]
+
+
+def test_bench_modules_exist():
+    import importlib
+
+    for module in cli.BENCH_ENTRY.values():
+        assert callable(importlib.import_module(module).main)

@@ -1,0 +1,114 @@
+"""`wan-fp4 drift`: the metrics, the run protocol and the three report files."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from wan_fp4 import cli
+from wan_fp4.eval import report as R
+from wan_fp4.eval.drift import DriftConfig, compare
+from wan_fp4.modes import MODES
+
+
+def test_compare_against_float64_numpy():
+    g = torch.Generator().manual_seed(np.random.SeedSequence().entropy % 2**32)
+    ref = torch.randn(1, 16, 3, 4, 6, generator=g)
+    x = ref + 0.1 * torch.randn(ref.shape, generator=g)
+    m = compare(x.to(torch.bfloat16), ref)
+    a, b = x.to(torch.bfloat16).double().numpy().ravel(), ref.double().numpy().ravel()
+    assert m["cosine"] == pytest.approx(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)), rel=1e-12)
+    assert m["rel_l2"] == pytest.approx(np.linalg.norm(a - b) / np.linalg.norm(b), rel=1e-12)
+    assert m["max_abs"] == pytest.approx(np.abs(a - b).max(), rel=1e-12)
+
+
+def test_compare_closed_forms():
+    ref = torch.randn(2, 5, 7, dtype=torch.float64)  # float64 so 3 * ref is exact to an ulp
+    assert compare(ref, ref) == {"cosine": 1.0, "rel_l2": 0.0, "max_abs": 0.0}
+    scaled = compare(3 * ref, ref)  # same direction, twice the reference away
+    assert scaled["cosine"] == pytest.approx(1.0, abs=1e-12) and scaled["rel_l2"] == pytest.approx(2.0, rel=1e-12)
+    flipped = compare(-ref, ref)
+    assert flipped["cosine"] == pytest.approx(-1.0, abs=1e-12) and flipped["rel_l2"] == pytest.approx(2.0, rel=1e-12)
+    e0, e1 = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])
+    assert compare(e0, e1)["cosine"] == 0.0 and compare(e0, e1)["rel_l2"] == pytest.approx(2 ** 0.5)
+    with pytest.raises(ValueError, match="shapes differ"):
+        compare(ref, ref[0])
+    with pytest.raises(ValueError, match="all zeros"):
+        compare(ref, torch.zeros_like(ref))
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"modes": ("bf16", "int4")}, "mode must be one of"),
+    ({"modes": ()}, "at least one mode"),
+    ({"modes": ("fp8", "fp8")}, "duplicates"),
+    ({"steps": (1, 0)}, "positive integers"),
+    ({"height": 100}, "height must be a positive multiple of 16"),
+    ({"frames": 16}, r"frames must be 4k\+1"),
+])
+def test_config_validation(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        DriftConfig(**kwargs)
+
+
+def test_drift_cli_on_tiny_writes_consistent_report(tmp_path, capsys):
+    out = tmp_path / "report"
+    argv = ["drift", "--modes", ",".join(MODES), "--steps", "1,3", "--height", "32", "--width", "32",
+            "--frames", "5", "--out", str(out)]
+    assert cli.main(argv) == 0
+    assert "SMOKE TEST" in capsys.readouterr().out
+    data = json.loads((out / "drift.json").read_text())
+    md = (out / "drift.md").read_text()
+    png = (out / "drift.png").read_bytes()
+
+    assert data["smoke_test"] is True and "NOT A QUALITY FIGURE" in data["label"]
+    assert data["label"] in md
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 1000
+    assert data["command"] == "wan-fp4 " + " ".join(argv)
+    env = data["environment"]
+    assert env["device"] == "cpu" and env["torch_build"] == torch.__version__
+    assert env["diffusers"].startswith("0.42")
+    s = data["settings"]
+    assert (s["height"], s["width"], s["frames"], s["seed"]) == (32, 32, 5, 20260805)
+    assert s["tokens"] == 2 * 2 * 2  # latent (2, 4, 4) frames x rows x cols, patch (1, 2, 2)
+
+    runs = {(r["steps"], r["mode"]): r for r in data["runs"]}
+    assert set(runs) == {(n, m) for n in (1, 3) for m in MODES}
+    for (steps, mode), r in runs.items():
+        assert len(r["trajectory"]) == steps
+        assert r["trajectory"][-1]["rel_l2"] == pytest.approx(r["rel_l2"], rel=1e-12)
+        assert f"| {steps} | {mode} |" in md
+        if mode == "bf16":  # our processor in bf16 is the stock one: exactly the control
+            assert r["cosine"] == 1.0 and r["rel_l2"] == 0.0 and r["max_abs"] == 0.0
+            assert all(k.startswith("bf16 / ") for k in r["kernels"])
+        else:  # a low-precision mode really ran, moved the latent a little, and stayed finite
+            assert 0.0 < r["rel_l2"] < 1.0 and 0.0 < r["cosine"] < 1.0
+            assert r["kernels"].get(f"{mode} / reference", 0) > 0
+            # Geometry: the angle to the control has sin <= rel_l2, so 1 - cos <= rel_l2^2.
+            assert 1 - r["cosine"] <= r["rel_l2"] ** 2
+
+
+def test_drift_cli_rejects_bad_lists(tmp_path, capsys):
+    for argv, message in ((["--modes", "bf16,int4"], "mode must be one of"),
+                          (["--steps", "1,x"], "comma-separated integers"),
+                          (["--steps", ","], "comma-separated list")):
+        with pytest.raises(SystemExit) as exc:
+            cli.main(["drift", *argv, "--out", str(tmp_path / "r")])
+        assert exc.value.code == 2
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def test_report_writes_nonfinite_as_null(tmp_path):
+    run = {"steps": 1, "mode": "direct-p-fp4", "cosine": float("nan"), "rel_l2": float("inf"),
+           "max_abs": float("nan"), "seconds": 0.1, "kernels": {}, "trajectory": []}
+    report = {"smoke_test": False, "label": "", "model": {"name": "m", "description": "d", "synthetic": False},
+              "reference": "control", "runs": [run], "command": "wan-fp4 drift", "created": R.timestamp(),
+              "environment": R.environment("cpu"),
+              "settings": {"prompt": "p", "negative_prompt": "", "seed": 0, "guidance": 5.0, "height": 16,
+                           "width": 16, "frames": 1, "tokens": 1, "sampler": "s", "dtype": "bfloat16",
+                           "cross_attention": False}}
+    paths = R.write_drift_report(report, tmp_path)
+    data = json.loads(paths["json"].read_text())
+    assert data["runs"][0]["cosine"] is None and data["runs"][0]["rel_l2"] is None
+    md = paths["md"].read_text()
+    assert "**nan**" in md and "SMOKE" not in md  # a real model gets no smoke banner

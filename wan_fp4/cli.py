@@ -1,0 +1,261 @@
+"""The `wan-fp4` command line: generate a video, measure drift, run GPU benchmarks.
+
+    wan-fp4 generate --prompt TEXT --out video.mp4 [--model tiny|PATH] [--attention MODE] ...
+    wan-fp4 drift --out DIR [--model tiny|PATH] [--modes bf16,fp8,direct-p,direct-p-fp4] [--steps 1,4,20] ...
+    wan-fp4 bench attention|e2e [ARGS...]    (CUDA GPU; see wan_fp4.eval.latency)
+
+Nothing is ever downloaded: --model is a registered name (`tiny`, the embedded smoke model, is the
+default) or a local diffusers Wan2.1 directory.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+
+# Defaults for real Wan2.1 checkpoints: the pipeline's own for generate, DESIGN §6 for drift.
+# A registered model may override them (the tiny model uses small geometry so it runs in seconds).
+GENERATE_DEFAULTS = {"height": 480, "width": 832, "frames": 81, "steps": 50}
+DRIFT_DEFAULTS = {"height": 512, "width": 768, "frames": 17}
+DTYPES = ("bfloat16", "float16", "float32")
+BENCH_KINDS = ("attention", "e2e")
+# `wan-fp4 bench KIND ARGS` calls BENCH_ENTRY[KIND]'s main(ARGS) -> exit code.
+BENCH_ENTRY = {"attention": "wan_fp4.eval.bench_attention", "e2e": "wan_fp4.eval.latency"}
+
+
+def _csv(kind):
+    def parse(text):
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        if not items:
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list of {kind}, got {text!r}")
+        return items
+    return parse
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _add_common(p, *, modes_help):
+    from .modes import MODES
+
+    p.add_argument("--model", default="tiny",
+                   help="registered model name or local diffusers Wan2.1 directory (default: tiny, the "
+                        "embedded smoke model with random weights)")
+    p.add_argument("--prompt", help="text prompt")
+    p.add_argument("--negative-prompt", default="", help="negative prompt (default: empty)")
+    p.add_argument("--height", type=int, help="pixels, multiple of 16 (default: per model; tiny 64)")
+    p.add_argument("--width", type=int, help="pixels, multiple of 16 (default: per model; tiny 64)")
+    p.add_argument("--frames", type=int, help="frame count, 4k+1 (default: per model; tiny 17)")
+    p.add_argument("--guidance", type=float, default=5.0, help="classifier-free guidance scale (default 5.0)")
+    p.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
+    p.add_argument("--dtype", choices=DTYPES, default="bfloat16",
+                   help="transformer and text-encoder dtype; the VAE stays float32 (default bfloat16)")
+    p.add_argument("--cross-attention", action="store_true",
+                   help="also run cross-attention in the low-precision mode (default: self-attention only)")
+    p.epilog = f"modes: {', '.join(MODES)}. {modes_help}"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .modes import MODES
+
+    parser = argparse.ArgumentParser(prog="wan-fp4", description="Direct-P low-precision attention for Wan2.1.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{generate,drift,bench}")
+
+    g = sub.add_parser("generate", help="generate a video and write it as mp4")
+    _add_common(g, modes_help="bf16 is exact attention (the control).")
+    g.add_argument("--attention", default="direct-p", metavar="MODE",
+                   help=f"self-attention mode, one of {', '.join(MODES)} (default direct-p)")
+    g.add_argument("--steps", type=_positive_int, help="denoising steps (default: per model; tiny 8, real 50)")
+    g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    g.add_argument("--fps", type=_positive_int, default=16, help="frames per second of the mp4 (default 16)")
+    g.add_argument("--out", required=True, help="output video path (.mp4)")
+    g.set_defaults(run=cmd_generate, subparser=g)
+
+    d = sub.add_parser("drift", help="latent drift of each mode against the BF16 control (DESIGN §6)")
+    _add_common(d, modes_help="Each step count is a separate run from the same seed.")
+    d.add_argument("--modes", type=_csv("modes"), default=list(MODES),
+                   help=f"comma-separated modes (default {','.join(MODES)})")
+    d.add_argument("--steps", type=_csv("step counts"), default=["1", "4", "20"],
+                   help="comma-separated step counts, one run each (default 1,4,20)")
+    d.add_argument("--seed", type=int, default=None, help="random seed (default 20260805)")
+    d.add_argument("--out", required=True, help="output directory for drift.json, drift.md, drift.png")
+    d.set_defaults(run=cmd_drift, subparser=d)
+
+    b = sub.add_parser("bench", help="latency benchmarks (needs a CUDA GPU)")
+    b.add_argument("kind", choices=BENCH_KINDS, help="attention: per-call kernels; e2e: whole pipeline")
+    b.add_argument("args", nargs=argparse.REMAINDER, help="passed on to the benchmark")
+    b.set_defaults(run=cmd_bench, subparser=b)
+    return parser
+
+
+# --------------------------------------------------------------------------- shared helpers
+def _device(args, parser):
+    import torch
+
+    name = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError as exc:
+        parser.error(f"--device {name!r} is not a torch device: {exc}")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        parser.error(f"--device {name!r}: CUDA is not available to this torch ({torch.__version__})")
+    return device
+
+
+def _resolve(args, parser, base_defaults):
+    """Model info plus geometry/steps, each from the flag, else the model's default, else the base."""
+    from .eval.drift import check_geometry
+    from .pipelines import ModelError, model_info
+
+    try:
+        info = model_info(args.model)
+    except ModelError as exc:
+        parser.error(f"--model: {exc}")
+    defaults = {**base_defaults, **{k: v for k, v in info.defaults.items() if k in base_defaults}}
+    for key, value in defaults.items():
+        if getattr(args, key, None) is None:
+            setattr(args, key, value)
+    try:
+        check_geometry(args.height, args.width, args.frames)
+    except ValueError as exc:
+        parser.error(f"--{str(exc)}")
+    return info
+
+
+def _load(args, info, device):
+    import torch
+
+    from .pipelines import load_pipeline
+
+    print(f"model: {info.name} ({info.description})", flush=True)
+    return load_pipeline(args.model, device, getattr(torch, args.dtype))
+
+
+def _smoke_note(info):
+    if info.synthetic:
+        print(f"note: model {info.name!r} has random weights: it is a smoke model, not a video model; "
+              "its output checks that the pipeline runs, it is not meant to look like anything.")
+
+
+def _command(argv):
+    return "wan-fp4 " + shlex.join(argv)
+
+
+# --------------------------------------------------------------------------- generate
+def cmd_generate(args, parser, argv) -> int:
+    import torch
+
+    from . import processor
+    from .modes import MODES
+    from .pipelines import export_video, read_video
+
+    if args.attention not in MODES:
+        parser.error(f"--attention must be one of {', '.join(MODES)}, got {args.attention!r}")
+    if not args.prompt:
+        parser.error("--prompt is required and must not be empty")
+    device = _device(args, parser)
+    info = _resolve(args, parser, GENERATE_DEFAULTS)
+    pipe = _load(args, info, device)
+    handle = processor.enable(pipe, mode=args.attention, cross_attention=args.cross_attention)
+    try:
+        video = pipe(prompt=args.prompt, negative_prompt=args.negative_prompt, height=args.height,
+                     width=args.width, num_frames=args.frames, num_inference_steps=args.steps,
+                     guidance_scale=args.guidance, generator=torch.Generator("cpu").manual_seed(args.seed),
+                     output_type="np").frames[0]
+        calls = handle.call_counts()
+    finally:
+        processor.disable(pipe)
+    for (mode, kernel), n in sorted(calls.items()):
+        print(f"attention: mode {mode} ran on kernel {kernel} ({n} calls)")
+    path = export_video(video, args.out, fps=args.fps)
+    frames = read_video(path)  # read back: what a player will see
+    if frames.shape[0] != args.frames or frames.shape[1:3] != (args.height, args.width):
+        raise RuntimeError(f"{path} reads back as {frames.shape[0]} frames of {frames.shape[1]}x{frames.shape[2]}, "
+                           f"expected {args.frames} of {args.height}x{args.width}")
+    print(f"wrote {path} ({frames.shape[0]} frames, {args.height}x{args.width}, {args.fps} fps)")
+    _smoke_note(info)
+    return 0
+
+
+# --------------------------------------------------------------------------- drift
+def cmd_drift(args, parser, argv) -> int:
+    from .eval import drift as D
+    from .eval import report as R
+
+    try:
+        steps = tuple(int(s) for s in args.steps)
+    except ValueError:
+        parser.error(f"--steps must be comma-separated integers, got {','.join(args.steps)!r}")
+    device = _device(args, parser)
+    info = _resolve(args, parser, DRIFT_DEFAULTS)
+    try:
+        cfg = D.DriftConfig(modes=tuple(args.modes), steps=steps,
+                            prompt=args.prompt if args.prompt else D.DEFAULT_PROMPT,
+                            negative_prompt=args.negative_prompt,
+                            seed=D.DEFAULT_SEED if args.seed is None else args.seed, guidance=args.guidance,
+                            height=args.height, width=args.width, frames=args.frames,
+                            cross_attention=args.cross_attention)
+    except ValueError as exc:
+        parser.error(str(exc))
+    pipe = _load(args, info, device)
+    results = D.run_drift(pipe, cfg)
+    report = {
+        "schema": "wan-fp4/drift/1",
+        "smoke_test": info.synthetic,
+        "label": R.SMOKE_LABEL.format(model=info.name) if info.synthetic else "",
+        "model": {"name": info.name, "description": info.description, "synthetic": info.synthetic},
+        "reference": D.REFERENCE,
+        "settings": {**{k: getattr(cfg, k) for k in ("prompt", "negative_prompt", "seed", "guidance", "height",
+                                                     "width", "frames", "cross_attention")},
+                     "modes": list(cfg.modes), "steps": list(cfg.steps), "dtype": args.dtype,
+                     "sampler": type(pipe.scheduler).__name__,
+                     "tokens": D.token_count(pipe, cfg.height, cfg.width, cfg.frames)},
+        "runs": D.results_as_dicts(results),
+        "command": _command(argv),
+        "environment": R.environment(device),
+        "created": R.timestamp(),
+    }
+    paths = R.write_drift_report(report, args.out)
+    for r in results:
+        print(f"steps {r.steps:>3}  {r.mode:<13} cosine {r.cosine:.8f}  rel-L2 {r.rel_l2:.3e}")
+    print("wrote " + ", ".join(str(p) for p in paths.values()))
+    if info.synthetic:
+        print(report["label"])
+    return 0
+
+
+# --------------------------------------------------------------------------- bench
+def cmd_bench(args, parser, argv) -> int:
+    import importlib
+
+    import torch
+
+    if not torch.cuda.is_available():
+        print(f"wan-fp4 bench {args.kind}: needs a CUDA GPU and torch {torch.__version__} sees none; latency "
+              "is only measured on GPUs (figures in BENCHMARKS.md). On CPU, use `wan-fp4 generate` or "
+              "`wan-fp4 drift`.", file=sys.stderr)
+        return 2
+    entry = importlib.import_module(BENCH_ENTRY[args.kind]).main
+    return int(entry(list(args.args)) or 0)
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Nothing here may download: models are registered names or local directories.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    # Errors go through the subcommand's parser so the usage line shown is the right one.
+    return args.run(args, args.subparser, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,154 @@
+"""Attention speed of our kernels next to the peers, in one run on one GPU (`wan-fp4 bench attention`).
+
+For each shape it draws fresh N(0,1) BF16 q, k, v, checks every kernel of ours against the
+reference on a slice of query rows (full keys), then times ours and every peer that imports
+here with triton.testing.do_bench (median, after warm-up). TFLOP/s counts 4 B H S^2 D.
+Prints a Markdown table and writes a JSON with every number and the environment.
+
+    wan-fp4 bench attention --json bench_attention.json     (or python scripts/bench_attention.py)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+import wan_fp4
+from wan_fp4 import reference
+from wan_fp4.dispatch import kernel_available
+from wan_fp4.eval.peers import PEER_LABELS, available_peers
+
+WAN_SHAPES = ["1x12x32760x128", "1x40x32760x128", "1x40x75600x128"]
+OUR_KERNELS = ["sm90-cute", "triton", "sm100-cute", "fp4-emulation"]
+
+
+def parse_shape(text):
+    try:
+        b, h, s, d = (int(x) for x in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"shape must be BxHxSxD, e.g. 1x40x32760x128, got {text!r}")
+    return b, h, s, d
+
+
+def tflops(b, h, s, d, ms):
+    return 4 * b * h * s * s * d / (ms * 1e-3) / 1e12
+
+
+def rel_l2(a, b):
+    return ((a.float() - b.float()).norm() / b.float().norm()).item()
+
+
+def check_against_reference(fn, q, k, v, mode, rows):
+    """Relative L2 of our kernel vs the reference (same mode) and vs exact attention, on rows."""
+    out = fn(q, k, v)[:, :rows]
+    qs = q[:, :rows]
+    ref = reference.attention(qs, k, v, mode)
+    exact = reference.attention(qs.float(), k.float(), v.float(), "bf16")
+    return {"vs_reference": rel_l2(out, ref), "vs_exact": rel_l2(out, exact),
+            "reference_vs_exact": rel_l2(ref, exact), "finite": bool(torch.isfinite(out).all())}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shapes", type=parse_shape, nargs="+", default=[parse_shape(s) for s in WAN_SHAPES])
+    ap.add_argument("--modes", nargs="+", default=["direct-p", "fp8"], choices=wan_fp4.MODES[1:])
+    ap.add_argument("--peers", nargs="*", default=list(PEER_LABELS))
+    ap.add_argument("--check-rows", type=int, default=256, help="query rows checked against the reference")
+    ap.add_argument("--rep-ms", type=int, default=1500)
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("wan-fp4 bench attention needs a CUDA GPU", file=sys.stderr)
+        return 2
+    torch.backends.cuda.matmul.allow_tf32 = False  # the reference's FP32 products stay FP32
+    from triton.testing import do_bench
+
+    peers, missing = available_peers(args.peers)
+    for name, why in missing.items():
+        print(f"peer {name} unavailable: {why}", flush=True)
+    results = {"env": environment(), "missing_peers": missing, "shapes": []}
+    for b, h, s, d in args.shapes:
+        torch.manual_seed(s + h)
+        q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        entry = {"shape": [b, h, s, d], "kernels": {}}
+        kernels = {}
+        for mode in args.modes:
+            for name in OUR_KERNELS:
+                ok, why = kernel_available(name, q, k, v, mode)
+                if ok:
+                    kernels[f"wan_fp4 {mode} [{name}]"] = (mode, lambda q, k, v, m=mode, n=name: wan_fp4.attention(q, k, v, m, kernel=n))
+                else:
+                    entry["kernels"][f"wan_fp4 {mode} [{name}]"] = {"skipped": why}
+        for label, (mode, fn) in kernels.items():
+            t0 = time.time()
+            check = check_against_reference(fn, q, k, v, mode, args.check_rows)
+            ms = do_bench(lambda: fn(q, k, v), warmup=300, rep=args.rep_ms, return_mode="median")
+            entry["kernels"][label] = {"ms": ms, "tflops": tflops(b, h, s, d, ms), "check": check}
+            print(f"{label} {b}x{h}x{s}x{d}: {ms:.3f} ms {tflops(b, h, s, d, ms):.0f} TFLOP/s "
+                  f"check {check} ({time.time() - t0:.0f} s)", flush=True)
+        for name, fn in peers.items():
+            try:
+                err = rel_l2(fn(q[:, :], k, v)[:, :args.check_rows],
+                             reference.attention(q[:, :args.check_rows].float(), k.float(), v.float(), "bf16"))
+                ms = do_bench(lambda: fn(q, k, v), warmup=300, rep=args.rep_ms, return_mode="median")
+                entry["kernels"][PEER_LABELS[name]] = {"ms": ms, "tflops": tflops(b, h, s, d, ms),
+                                                       "check": {"vs_exact": err}}
+                print(f"{name} {b}x{h}x{s}x{d}: {ms:.3f} ms {tflops(b, h, s, d, ms):.0f} TFLOP/s vs_exact {err:.4f}", flush=True)
+            except Exception as exc:  # a peer that fails at a shape is reported, not fatal
+                entry["kernels"][PEER_LABELS[name]] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+                print(f"{name} failed: {exc}", flush=True)
+            torch.cuda.empty_cache()
+        results["shapes"].append(entry)
+        del q, k, v
+        torch.cuda.empty_cache()
+    print(markdown_table(results))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+def markdown_table(results):
+    shapes = results["shapes"]
+    fa4_label = PEER_LABELS["fa4"]
+    labels = []
+    for e in shapes:
+        labels += [k for k in e["kernels"] if k not in labels]
+    head = "| kernel | " + " | ".join("B{} H{} S{} D{}".format(*e["shape"]) for e in shapes) + " |"
+    lines = [head, "|---" * (len(shapes) + 1) + "|"]
+    for label in labels:
+        cells = []
+        for e in shapes:
+            r = e["kernels"].get(label, {})
+            if "tflops" in r:
+                base = e["kernels"].get(fa4_label, {}).get("ms")
+                ratio = f", {base / r['ms']:.2f}x FA4" if base else ""
+                cells.append(f"{r['ms']:.2f} ms, {r['tflops']:.0f} TFLOP/s{ratio}")
+            else:
+                cells.append("n/a: " + (r.get("skipped") or r.get("error") or "not run")[:60])
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def environment():
+    env = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "python": platform.python_version(),
+           "torch": torch.__version__, "cuda": torch.version.cuda}
+    if torch.cuda.is_available():
+        env["device"] = torch.cuda.get_device_name()
+        env["capability"] = torch.cuda.get_device_capability()
+    for pkg in ("triton", "flash_attn", "cudnn", "sageattention", "cutlass"):
+        try:
+            mod = __import__(pkg)
+            env[pkg] = getattr(mod, "__version__", "installed")
+        except Exception:
+            env[pkg] = None
+    try:
+        env["cudnn_backend"] = torch.backends.cudnn.version()
+    except Exception:
+        pass
+    return env

@@ -1,0 +1,146 @@
+"""Latent drift of each attention mode against the BF16 control (DESIGN §6).
+
+Same prompt, seed and sampler for every run; each step count is a separate run. The control is
+the pipeline with diffusers' stock attention processor (exact attention); each requested mode,
+bf16 included, runs through `wan_fp4.processor.enable`, so the bf16 row also checks that our
+processor reproduces the stock one (cosine 1, relative L2 0 when it does).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+import torch
+from tqdm.auto import tqdm
+
+from ..modes import check_mode
+
+DEFAULT_PROMPT = ("A red vintage car drives along a winding coastal road at sunset, with ocean waves "
+                  "below and natural camera motion.")
+DEFAULT_SEED = 20260805
+DEFAULT_GUIDANCE = 5.0
+DEFAULT_STEPS = (1, 4, 20)
+REFERENCE = "stock diffusers WanAttnProcessor (exact attention) in the pipeline's dtype"
+
+
+@dataclass(frozen=True)
+class DriftConfig:
+    modes: tuple = ("bf16", "fp8", "direct-p", "direct-p-fp4")
+    steps: tuple = DEFAULT_STEPS
+    prompt: str = DEFAULT_PROMPT
+    negative_prompt: str = ""
+    seed: int = DEFAULT_SEED
+    guidance: float = DEFAULT_GUIDANCE
+    height: int = 512
+    width: int = 768
+    frames: int = 17
+    cross_attention: bool = False  # low precision in cross-attention too (default: self only)
+
+    def __post_init__(self):
+        if not self.modes:
+            raise ValueError("modes must name at least one mode")
+        for mode in self.modes:
+            check_mode(mode)
+        if len(set(self.modes)) != len(self.modes):
+            raise ValueError(f"modes has duplicates: {self.modes}")
+        if not self.steps or any(not isinstance(s, int) or s < 1 for s in self.steps):
+            raise ValueError(f"steps must be positive integers, got {self.steps}")
+        check_geometry(self.height, self.width, self.frames)
+
+
+def check_geometry(height: int, width: int, frames: int) -> None:
+    """Wan's constraints, checked up front so the error names the argument."""
+    for name, value in (("height", height), ("width", width)):
+        if value < 16 or value % 16:
+            raise ValueError(f"{name} must be a positive multiple of 16, got {value}")
+    if frames < 1 or (frames - 1) % 4:
+        raise ValueError(f"frames must be 4k+1 (1, 5, 9, 13, 17, ...), got {frames}")
+
+
+def compare(x: torch.Tensor, ref: torch.Tensor) -> dict:
+    """Cosine similarity and relative L2 ||x - ref|| / ||ref||, in float64."""
+    if x.shape != ref.shape:
+        raise ValueError(f"shapes differ: {tuple(x.shape)} vs reference {tuple(ref.shape)}")
+    a = x.detach().double().flatten().cpu()
+    b = ref.detach().double().flatten().cpu()
+    nb = torch.linalg.vector_norm(b)
+    if nb == 0:
+        raise ValueError("reference latent is all zeros: relative L2 is undefined")
+    if torch.equal(a, b):  # identical latents: exactly 1, not 1 +- an ulp of the quotient
+        cos = torch.tensor(1.0, dtype=torch.float64)
+    else:
+        cos = (torch.dot(a, b) / (torch.linalg.vector_norm(a) * nb)).clamp(-1.0, 1.0)
+    return {"cosine": float(cos), "rel_l2": float(torch.linalg.vector_norm(a - b) / nb),
+            "max_abs": float((a - b).abs().max())}
+
+
+@dataclass
+class RunResult:
+    steps: int
+    mode: str
+    cosine: float
+    rel_l2: float
+    max_abs: float
+    seconds: float
+    kernels: dict = field(default_factory=dict)      # "mode / kernel" -> attention calls
+    trajectory: list = field(default_factory=list)   # per step: {"step", "cosine", "rel_l2"}
+
+
+def _latent_run(pipe, cfg: DriftConfig, steps: int):
+    """Final latent and the latent after every step, for one seeded run."""
+    trajectory = []
+
+    def keep(_pipe, _i, _t, kwargs):
+        trajectory.append(kwargs["latents"].detach().to("cpu", torch.float64, copy=True))
+        return {}
+
+    generator = torch.Generator("cpu").manual_seed(cfg.seed)
+    out = pipe(prompt=cfg.prompt, negative_prompt=cfg.negative_prompt, height=cfg.height, width=cfg.width,
+               num_frames=cfg.frames, num_inference_steps=steps, guidance_scale=cfg.guidance,
+               generator=generator, output_type="latent", callback_on_step_end=keep,
+               callback_on_step_end_tensor_inputs=["latents"])
+    return out.frames.detach().to("cpu", torch.float64), trajectory
+
+
+def run_drift(pipe, cfg: DriftConfig, *, progress: bool = True) -> list[RunResult]:
+    """One control run and one run per mode for each step count; returns every comparison."""
+    from .. import processor
+
+    results = []
+    total = len(cfg.steps) * (1 + len(cfg.modes))
+    pipe.set_progress_bar_config(disable=True)  # one bar over all runs instead of one per run
+    with tqdm(total=total, desc="drift", unit="run", disable=not progress) as bar:
+        for steps in cfg.steps:
+            bar.set_postfix_str(f"steps={steps} control")
+            ref, ref_traj = _latent_run(pipe, cfg, steps)
+            bar.update()
+            for mode in cfg.modes:
+                bar.set_postfix_str(f"steps={steps} {mode}")
+                handle = processor.enable(pipe, mode=mode, cross_attention=cfg.cross_attention)
+                try:
+                    start = time.perf_counter()
+                    lat, traj = _latent_run(pipe, cfg, steps)
+                    seconds = time.perf_counter() - start
+                    kernels = {f"{m} / {k}": n for (m, k), n in sorted(handle.call_counts().items())}
+                finally:
+                    processor.disable(pipe)
+                per_step = [{"step": i + 1, **{k: v for k, v in compare(x, r).items() if k != "max_abs"}}
+                            for i, (x, r) in enumerate(zip(traj, ref_traj))]
+                results.append(RunResult(steps=steps, mode=mode, seconds=seconds, kernels=kernels,
+                                         trajectory=per_step, **compare(lat, ref)))
+                bar.update()
+    return results
+
+
+def results_as_dicts(results: list[RunResult]) -> list[dict]:
+    return [asdict(r) for r in results]
+
+
+def token_count(pipe, height: int, width: int, frames: int) -> int:
+    """Self-attention sequence length of one transformer call at this geometry."""
+    cfg = pipe.transformer.config
+    pt, ph, pw = cfg.patch_size
+    t = (frames - 1) // pipe.vae_scale_factor_temporal + 1
+    h = height // pipe.vae_scale_factor_spatial
+    w = width // pipe.vae_scale_factor_spatial
+    return (t // pt) * (h // ph) * (w // pw)

@@ -1,0 +1,624 @@
+"""Latency of a Wan2.1 transformer forward per attention mode and control, at real shapes.
+
+What is measured, per variant (`VARIANTS`), in one run so the speed-ups share a baseline:
+  * one transformer forward (batch 1, the real latent/text shapes), CUDA events after warm-up;
+    median over `repeats`. A denoising step is two forwards (CFG: cond + uncond);
+  * one more, instrumented forward: every attention call timed with CUDA events through
+    `capture.AttentionTap` (self- and cross-attention separately), giving the per-call times and
+    the attention share of a forward;
+  * speed-up against `bf16-sdpa`, stock diffusers (WanAttnProcessor, diffusers' default "native"
+    backend = torch SDPA, which picks cuDNN on Hopper);
+  * optionally (`--pipeline-steps N`) the wall time of a whole `pipe(...)` call per variant.
+Before a variant's forwards, one attention call on a slice of the queries (full keys) estimates
+its forward; a variant that would not finish inside `--budget-s` is skipped and says why (the
+direct-p-fp4 *emulation* on Hopper is orders of magnitude slower than a kernel at 75,600 tokens).
+
+On a CPU it runs the same code with wall-clock timing (`time.perf_counter`): for tests and smoke
+runs only, never a figure to quote.
+
+Entry points: `main(argv)` (`scripts/bench_e2e.py` and `wan-fp4 bench e2e ARGS`), and
+`measure(...)` for use from Python.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import os
+import shlex
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from ..modes import MODES
+from . import capture
+
+BASELINE = "bf16-sdpa"
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    label: str
+    kind: str  # "stock" | "mode" | "fa4" | "peer" | "policy"
+    mode: str | None = None
+    peer: str | None = None
+
+
+VARIANTS = {
+    "bf16-sdpa": Variant("bf16-sdpa", "stock diffusers BF16 (WanAttnProcessor, torch SDPA: cuDNN on Hopper)",
+                         "stock"),
+    "bf16-fa4": Variant("bf16-fa4", "BF16, flash-attn-4 for every attention call (wan_fp4 bf16 kernel)",
+                        "fa4", mode="bf16"),
+    "fp8": Variant("fp8", "wan_fp4 fp8 (the FP8 control; exp-based P)", "mode", mode="fp8"),
+    "direct-p": Variant("direct-p", "wan_fp4 direct-p (E4M3 P without exp)", "mode", mode="direct-p"),
+    "direct-p-fp4": Variant("direct-p-fp4", "wan_fp4 direct-p-fp4 (native on sm100, emulated elsewhere)",
+                            "mode", mode="direct-p-fp4"),
+    "cudnn-fp8": Variant("cudnn-fp8", "cuDNN FP8 SDPA for self-attention (external control; cross stock)",
+                         "peer", peer="cudnn-fp8"),
+    "sage1": Variant("sage1", "sageattention 1.x for self-attention (external control; cross stock)",
+                     "peer", peer="sage1"),
+}
+ALIASES = {"bf16": "bf16-sdpa"}  # a user's "bf16" is stock diffusers BF16
+DEFAULT_VARIANTS = ("bf16-sdpa", "bf16-fa4", "fp8", "direct-p", "direct-p-fp4", "cudnn-fp8")
+PROBE_QUERIES = 4096
+
+
+class Skip(Exception):
+    """A variant that cannot run here; the message says why."""
+
+
+# --------------------------------------------------------------------------- timing
+class Timer:
+    """CUDA events on a CUDA device, else wall clock. `start()` returns a token, `stop(token)` a
+    handle; `elapsed_ms(handle)` after `sync()`."""
+
+    def __init__(self, device):
+        self.device = torch.device(device)
+        self.cuda = self.device.type == "cuda"
+        self.method = "cuda-events" if self.cuda else "wall-clock (CPU: not a figure to quote)"
+
+    def start(self):
+        if self.cuda:
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record()
+            return ev
+        return time.perf_counter()
+
+    def stop(self, token):
+        if self.cuda:
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record()
+            return (token, ev)
+        return (token, time.perf_counter())
+
+    def sync(self):
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+
+    def elapsed_ms(self, handle) -> float:
+        a, b = handle
+        return a.elapsed_time(b) if self.cuda else (b - a) * 1e3
+
+
+class CallTimer:
+    """AttentionTap handler: times each attention call (outermost, so it includes a replacement)."""
+
+    def __init__(self, timer: Timer):
+        self.timer, self.records = timer, []
+
+    def __call__(self, site, call, q, k, v):
+        t0 = self.timer.start()
+        out = call(q, k, v)
+        self.records.append((site.kind, site.layer, self.timer.stop(t0)))
+        return out
+
+    def summary(self) -> dict:
+        self.timer.sync()
+        out = {}
+        for kind in capture.KINDS:
+            ms = [self.timer.elapsed_ms(h) for k, _, h in self.records if k == kind]
+            if ms:
+                out[kind] = {"calls": len(ms), "total_ms": sum(ms), "median_ms": statistics.median(ms),
+                             "min_ms": min(ms), "max_ms": max(ms)}
+        return out
+
+
+def _peer_handler(fn):
+    def handler(site, call, q, k, v):
+        return fn(q, k, v) if site.kind == "self" else call(q, k, v)
+    return handler
+
+
+def _all_calls_handler(fn):
+    def handler(site, call, q, k, v):
+        return fn(q, k, v)
+    return handler
+
+
+# --------------------------------------------------------------------------- inputs
+@dataclass(frozen=True)
+class Geometry:
+    height: int
+    width: int
+    frames: int
+    text_tokens: int = 512
+    t_factor: int = 4  # the Wan VAE's temporal and spatial compression
+    s_factor: int = 8
+
+    def latent_shape(self, transformer):
+        c, tf, sf = transformer.config.in_channels, self.t_factor, self.s_factor
+        return (1, c, (self.frames - 1) // tf + 1, self.height // sf, self.width // sf)
+
+    def tokens(self, transformer) -> int:
+        _, _, t, h, w = self.latent_shape(transformer)
+        pt, ph, pw = transformer.config.patch_size
+        return (t // pt) * (h // ph) * (w // pw)
+
+
+def make_inputs(transformer, geom: Geometry, device, seed: int = 0) -> dict:
+    """Random forward inputs at the real shapes: latents, one timestep, a padded text context."""
+    g = torch.Generator("cpu").manual_seed(seed)
+    dtype = transformer.dtype
+    latents = torch.randn(geom.latent_shape(transformer), generator=g).to(device, dtype)
+    text = torch.randn(1, geom.text_tokens, transformer.config.text_dim, generator=g).to(device, dtype)
+    return {"hidden_states": latents, "timestep": torch.tensor([500.0], device=device),
+            "encoder_hidden_states": text, "return_dict": False}
+
+
+# --------------------------------------------------------------------------- variants
+class _Applied:
+    """Context manager applying a variant to a transformer (and undoing it)."""
+
+    def __init__(self, transformer, variant: Variant, *, timer: Timer, cross_attention=False,
+                 policy_kwargs=None, peers=None):
+        self.t, self.v, self.timer = transformer, variant, timer
+        self.cross, self.policy_kwargs, self.peers = cross_attention, policy_kwargs or {}, peers or {}
+        self.handle = None
+        self.handlers = []  # innermost attention handlers (replacements)
+
+    def __enter__(self):
+        v = self.v
+        if v.kind in ("mode", "policy"):
+            from .. import processor
+
+            kwargs = dict(self.policy_kwargs) if v.kind == "policy" else {}
+            kwargs.setdefault("cross_attention", self.cross)
+            self.handle = processor.enable(self.t, mode=kwargs.pop("mode", v.mode), **kwargs)
+        elif v.kind == "fa4":
+            self.handlers = [_all_calls_handler(self.peers["bf16-fa4"])]
+        elif v.kind == "peer":
+            self.handlers = [_peer_handler(self.peers[v.peer])]
+        return self
+
+    def kernels(self) -> dict:
+        if self.handle is None:
+            return {}
+        return {f"{m} / {k}": n for (m, k), n in sorted(self.handle.call_counts().items())}
+
+    def reset_counts(self):
+        if self.handle is not None:
+            self.handle.reset_counts()
+
+    def __exit__(self, *exc):
+        if self.handle is not None:
+            self.handle.disable()
+        return False
+
+
+def resolve_peers(names, device) -> tuple[dict, dict]:
+    """The peer callables the chosen variants need, and {variant: reason} for those not usable."""
+    from .. import dispatch
+
+    found, missing = {}, {}
+    wanted = [n for n in names if VARIANTS.get(n) and VARIANTS[n].kind in ("peer", "fa4")]
+    if not wanted:
+        return found, missing
+    device = torch.device(device)
+    if device.type != "cuda":
+        return found, {n: "needs a CUDA device (peer kernels are GPU-only)" for n in wanted}
+    from .peers import available_peers
+
+    for name in wanted:
+        v = VARIANTS[name]
+        if v.kind == "fa4":
+            probe = torch.empty(1, 128, 1, 128, device=device, dtype=torch.bfloat16)
+            ok, why = dispatch.kernel_available("fa4", probe, probe, probe, "bf16")
+            if not ok:
+                missing[name] = why
+                continue
+            found[name] = lambda q, k, v: dispatch.attention(q, k, v, mode="bf16", kernel="fa4")
+        else:
+            got, miss = available_peers([v.peer])
+            if v.peer in miss:
+                missing[name] = miss[v.peer]
+            else:
+                found[v.peer] = got[v.peer]
+    return found, missing
+
+
+def _probe_ms(transformer, variant: Variant, geom: Geometry, device, timer: Timer, peers, cross) -> float:
+    """Estimated attention time of one forward for this variant: one self-attention call on a
+    slice of PROBE_QUERIES queries against all keys, scaled to the full query count and layers
+    (cross-attention is small and left out). Raises Skip when the variant cannot run."""
+    from .. import dispatch
+
+    cfg = transformer.config
+    s = geom.tokens(transformer)
+    h, d = cfg.num_attention_heads, cfg.attention_head_dim
+    # Our kernels and SDPA take a query slice; peers get the real shape (cuDNN's FP8 graph is built
+    # for equal q and k lengths).
+    sq = s if variant.kind in ("peer", "fa4") else min(s, PROBE_QUERIES)
+    g = torch.Generator("cpu").manual_seed(1)
+    q = torch.randn(1, sq, h, d, generator=g).to(device, transformer.dtype)
+    k = torch.randn(1, s, h, d, generator=g).to(device, transformer.dtype)
+    v = torch.randn(1, s, h, d, generator=g).to(device, transformer.dtype)
+    if variant.kind == "stock":
+        fn = lambda a, b, c: torch.nn.functional.scaled_dot_product_attention(  # noqa: E731
+            a.transpose(1, 2), b.transpose(1, 2), c.transpose(1, 2)).transpose(1, 2)
+    elif variant.kind == "fa4":
+        fn = peers[variant.name]
+    elif variant.kind == "peer":
+        fn = peers[variant.peer]
+    else:
+        mode = variant.mode
+        fn = lambda a, b, c: dispatch.attention(a, b, c, mode=mode)  # noqa: E731
+    try:
+        fn(q, k, v)  # first call: JIT compiles, graph builds
+        timer.sync()
+        t0 = timer.start()
+        fn(q, k, v)
+        handle = timer.stop(t0)
+        timer.sync()
+    except Exception as exc:  # a kernel stack that fails here would fail in the forward too
+        raise Skip(f"attention probe failed: {type(exc).__name__}: {exc}") from exc
+    return timer.elapsed_ms(handle) * (s / sq) * cfg.num_layers
+
+
+def time_variant(transformer, variant: Variant, inputs: dict, *, geom: Geometry, timer: Timer, warmup: int,
+                 repeats: int, cross_attention=False, policy_kwargs=None, peers=None, progress=None) -> dict:
+    """Forward times (ms), per-call attention times and kernels of one variant."""
+    res = {"label": variant.label}
+    with torch.inference_mode(), _Applied(transformer, variant, timer=timer, cross_attention=cross_attention,
+                                          policy_kwargs=policy_kwargs, peers=peers) as applied:
+        # Only variants that replace calls go through the tap; the others run untouched.
+        tap = capture.AttentionTap(transformer, applied.handlers) if applied.handlers else contextlib.nullcontext()
+        with tap:
+            for _ in range(warmup):
+                transformer(**inputs)
+                _tick(progress)
+            applied.reset_counts()
+            handles = []
+            for _ in range(repeats):
+                t0 = timer.start()
+                transformer(**inputs)
+                handles.append(timer.stop(t0))
+                _tick(progress)
+            timer.sync()
+        if applied.handlers:
+            tap.check_seen()
+        ms = [timer.elapsed_ms(h) for h in handles]
+        kernels = applied.kernels()
+        # The instrumented forward: every attention call timed (a few extra events per call).
+        ct = CallTimer(timer)
+        with capture.AttentionTap(transformer, [ct] + applied.handlers):
+            t0 = timer.start()
+            transformer(**inputs)
+            inst = timer.stop(t0)
+            _tick(progress)
+        calls = ct.summary()
+    inst_ms = timer.elapsed_ms(inst)
+    attn_ms = sum(c["total_ms"] for c in calls.values())
+    res.update(
+        forward_ms={"median": statistics.median(ms), "min": min(ms), "max": max(ms), "all": ms},
+        step_ms_cfg=2 * statistics.median(ms),
+        attention={"per_kind": calls, "instrumented_forward_ms": inst_ms, "total_ms": attn_ms,
+                   "share": attn_ms / inst_ms if inst_ms > 0 else math.nan,
+                   "self_share": calls.get("self", {}).get("total_ms", 0.0) / inst_ms if inst_ms > 0 else math.nan},
+        kernels=kernels)
+    return res
+
+
+def _tick(progress):
+    if progress is not None:
+        progress.update()
+
+
+def time_pipeline(pipe, variant: Variant, *, geom: Geometry, steps: int, guidance: float, timer: Timer,
+                  cross_attention=False, policy_kwargs=None, peers=None, seed=0) -> dict:
+    """Wall time of one whole pipe(...) call (text encoding, `steps` denoising steps with CFG, VAE
+    decode) with this variant's attention. Synchronised wall clock: it spans CPU work too."""
+    with torch.inference_mode(), _Applied(pipe.transformer, variant, timer=timer, cross_attention=cross_attention,
+                                          policy_kwargs=policy_kwargs, peers=peers) as applied:
+        with capture.AttentionTap(pipe, applied.handlers):
+            timer.sync()
+            t0 = time.perf_counter()
+            pipe(prompt="a red vintage car on a coastal road", height=geom.height, width=geom.width,
+                 num_frames=geom.frames, num_inference_steps=steps, guidance_scale=guidance,
+                 generator=torch.Generator("cpu").manual_seed(seed), output_type="np")
+            timer.sync()
+            seconds = time.perf_counter() - t0
+    return {"seconds": seconds, "steps": steps}
+
+
+# --------------------------------------------------------------------------- the run
+@dataclass
+class Settings:
+    model: str = "random:14b"
+    height: int = 720
+    width: int = 1280
+    frames: int = 81
+    variants: tuple = DEFAULT_VARIANTS
+    policies: tuple = ()
+    warmup: int = 1
+    repeats: int = 3
+    budget_s: float = 420.0
+    pipeline_steps: int = 0
+    schedule_steps: int = 50
+    guidance: float = 5.0
+    cross_attention: bool = False
+    device: str | None = None
+    dtype: str = "bfloat16"
+    progress: bool = True
+    extra: dict = field(default_factory=dict)
+
+
+def check_variants(names) -> tuple:
+    names = tuple(ALIASES.get(n, n) for n in names)
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown:
+        raise ValueError(f"--modes: unknown variant(s) {unknown}; known: {', '.join(VARIANTS)} "
+                         f"(wan_fp4 modes: {', '.join(MODES)}; 'bf16' means bf16-sdpa)")
+    if len(set(names)) != len(names):
+        raise ValueError(f"--modes has duplicates: {names}")
+    return names
+
+
+def measure(pipe, settings: Settings, *, device) -> dict:
+    """Run the latency measurement on a loaded pipeline; returns the JSON-ready result."""
+    from . import policies as P
+
+    device = torch.device(device)
+    timer = Timer(device)
+    transformer = pipe.transformer
+    geom = Geometry(settings.height, settings.width, settings.frames,
+                    t_factor=pipe.vae_scale_factor_temporal, s_factor=pipe.vae_scale_factor_spatial)
+    tokens = geom.tokens(transformer)
+    inputs = make_inputs(transformer, geom, device)
+    names = list(check_variants(settings.variants))
+    if BASELINE not in names:
+        names.insert(0, BASELINE)  # speed-ups need the baseline measured in the same run
+    policy_specs = P.resolve(settings.policies, transformer.config.num_layers)
+    peers, missing = resolve_peers(names, device)
+    started = time.perf_counter()
+    results, skipped = {}, dict(missing)
+    order = [n for n in names if n not in skipped]
+    jobs = [(n, VARIANTS[n], None) for n in order]
+    jobs += [(f"policy:{p.name}", Variant(f"policy:{p.name}", p.description, "policy", mode=p.mode), p)
+             for p in policy_specs]
+    per_job = settings.warmup + settings.repeats + 1
+    from tqdm.auto import tqdm
+
+    with tqdm(total=per_job * len(jobs), desc="latency", unit="fwd", disable=not settings.progress) as bar:
+        for name, variant, spec in jobs:
+            bar.set_postfix_str(name)
+            left = settings.budget_s - (time.perf_counter() - started)
+            try:
+                est_attn = _probe_ms(transformer, variant, geom, device, timer, peers, settings.cross_attention)
+                base = results.get(BASELINE)
+                rest = 0.0
+                if base is not None:
+                    rest = max(0.0, base["forward_ms"]["median"] - base["attention"]["total_ms"])
+                est_s = (est_attn + rest) * per_job / 1e3
+                if name != BASELINE and est_s > left:
+                    raise Skip(f"estimated {est_s:.0f} s for {per_job} forwards (attention probe "
+                               f"{est_attn / 1e3:.2f} s per forward) exceeds the {left:.0f} s left of "
+                               f"--budget-s {settings.budget_s:.0f}")
+                kwargs = spec.layer_kwargs() if spec is not None else None
+                r = time_variant(transformer, variant, inputs, geom=geom, timer=timer, warmup=settings.warmup,
+                                 repeats=settings.repeats, cross_attention=settings.cross_attention,
+                                 policy_kwargs=kwargs, peers=peers, progress=bar)
+                r["probe_attention_ms_per_forward"] = est_attn
+                results[name] = r
+            except Skip as exc:
+                skipped[name] = str(exc)
+                bar.update(per_job)
+            except Exception as exc:  # one failing variant must not lose the others' numbers
+                if name == BASELINE:
+                    raise
+                skipped[name] = f"failed: {type(exc).__name__}: {exc}"
+                bar.update(per_job)
+            if timer.cuda:
+                torch.cuda.empty_cache()
+    base_ms = results[BASELINE]["forward_ms"]["median"] if BASELINE in results else math.nan
+    for name, r in results.items():
+        r["speedup_vs_stock"] = base_ms / r["forward_ms"]["median"]
+    policy_rows = []
+    for spec in policy_specs:
+        r = results.get(f"policy:{spec.name}")
+        if r is None or BASELINE not in results:
+            continue
+        run_ms = spec.run_ms(settings.schedule_steps, base_ms, r["forward_ms"]["median"])
+        policy_rows.append({"policy": spec.name, "description": spec.description,
+                            "schedule_steps": settings.schedule_steps, "run_s_cfg": run_ms / 1e3,
+                            "speedup_vs_stock": settings.schedule_steps * 2 * base_ms / run_ms})
+    pipeline = {}
+    if settings.pipeline_steps > 0:
+        pipeline = _pipeline_times(pipe, settings, geom, timer, peers, results, policy_specs)
+    return {"tokens": tokens, "geometry": {"height": geom.height, "width": geom.width, "frames": geom.frames,
+                                           "latent_shape": list(inputs["hidden_states"].shape),
+                                           "text_tokens": geom.text_tokens},
+            "timing": timer.method, "baseline": BASELINE, "variants": results, "skipped": skipped,
+            "policies": policy_rows, "pipeline": pipeline, "seconds": time.perf_counter() - started}
+
+
+def _pipeline_times(pipe, settings, geom, timer, peers, results, policy_specs):
+    if not hasattr(pipe, "vae") or pipe.vae is None:
+        return {"skipped": "the model has no VAE/text encoder"}
+    out = {"steps": settings.pipeline_steps, "guidance": settings.guidance, "runs": {}}
+    names = [n for n in results if not n.startswith("policy:")]
+    warm = False
+    for name in names:
+        if not warm:  # VAE and text encoder warm-up, once
+            time_pipeline(pipe, VARIANTS[BASELINE], geom=geom, steps=1, guidance=settings.guidance, timer=timer)
+            warm = True
+        out["runs"][name] = time_pipeline(pipe, VARIANTS[name], geom=geom, steps=settings.pipeline_steps,
+                                          guidance=settings.guidance, timer=timer,
+                                          cross_attention=settings.cross_attention, peers=peers)
+    return out
+
+
+# --------------------------------------------------------------------------- output
+def table(result: dict) -> str:
+    """The short table printed last."""
+    w = max([28] + [len(n) + 1 for n in result["variants"]])
+    lines = [f"{'variant':<{w}} {'fwd ms':>10} {'step ms (CFG)':>14} {'speed-up':>9} {'attn share':>10} "
+             f"{'self ms/call':>13} {'cross ms/call':>14}"]
+    for name, r in result["variants"].items():
+        pk = r["attention"]["per_kind"]
+        lines.append(f"{name:<{w}} {r['forward_ms']['median']:>10.2f} {r['step_ms_cfg']:>14.2f} "
+                     f"{r['speedup_vs_stock']:>8.3f}x {100 * r['attention']['share']:>9.1f}% "
+                     f"{pk.get('self', {}).get('median_ms', math.nan):>13.3f} "
+                     f"{pk.get('cross', {}).get('median_ms', math.nan):>14.3f}")
+    for name, why in result["skipped"].items():
+        lines.append(f"{name:<{w}} skipped: {why}")
+    for p in result["policies"]:
+        lines.append(f"policy {p['policy']:<{w - 7}} {p['schedule_steps']}-step run {p['run_s_cfg']:.1f} s, "
+                     f"{p['speedup_vs_stock']:.3f}x vs stock")
+    for name, r in result.get("pipeline", {}).get("runs", {}).items():
+        lines.append(f"pipeline {name:<{w - 9}} {r['seconds']:.2f} s for {r['steps']} steps")
+    return "\n".join(lines)
+
+
+def _clean(obj):
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="bench_e2e", description=(
+        "Per-forward latency of a Wan2.1 transformer for each attention mode and control at real shapes, "
+        "with CUDA events after warm-up; per-call attention times; speed-up vs stock diffusers BF16."))
+    p.add_argument("--model", default="random:14b",
+                   help="random:1.3b | random:14b (real architecture, random weights) | tiny | PATH to a local "
+                        "diffusers Wan2.1 pipeline (default random:14b)")
+    p.add_argument("--height", type=int, default=720, help="pixels, multiple of 16 (default 720)")
+    p.add_argument("--width", type=int, default=1280, help="pixels, multiple of 16 (default 1280)")
+    p.add_argument("--frames", type=int, default=81, help="frames, 4k+1 (default 81)")
+    p.add_argument("--modes", default=",".join(DEFAULT_VARIANTS),
+                   help=f"comma-separated variants (default {','.join(DEFAULT_VARIANTS)}; also: "
+                        f"{', '.join(n for n in VARIANTS if n not in DEFAULT_VARIANTS)}); bf16-sdpa, the "
+                        "baseline, is always measured")
+    p.add_argument("--policies", default="",
+                   help="comma-separated policies to time (see wan_fp4.eval.policies; 'all' for every one)")
+    p.add_argument("--steps", "--schedule-steps", dest="schedule_steps", type=int, default=50,
+                   help="denoising steps of the run that policy speed-ups are modelled for (default 50)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed forwards per variant (default 1)")
+    p.add_argument("--repeats", type=int, default=3, help="timed forwards per variant (default 3)")
+    p.add_argument("--budget-s", type=float, default=420.0,
+                   help="seconds for all variants: one whose estimated time exceeds what is left is skipped "
+                        "(default 420, so a run with model build fits a 9-minute job)")
+    p.add_argument("--pipeline-steps", type=int, default=0,
+                   help="also time a whole pipe(...) call with this many steps per variant (default 0: off)")
+    p.add_argument("--guidance", type=float, default=5.0, help="CFG scale for --pipeline-steps (default 5.0)")
+    p.add_argument("--cross-attention", action="store_true",
+                   help="run cross-attention in the low-precision mode too (default: self-attention only)")
+    p.add_argument("--device", help="torch device (default cuda if available, else cpu)")
+    p.add_argument("--dtype", choices=("bfloat16", "float16"), default="bfloat16")
+    p.add_argument("--json", required=True, help="where to write every number (JSON)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def _positive(parser, name, value, minimum=1):
+    if value < minimum:
+        parser.error(f"--{name} must be >= {minimum}, got {value}")
+
+
+def main(argv=None) -> int:
+    from ..pipelines import ModelError, load_pipeline, model_info
+    from . import report as R
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _positive(parser, "repeats", args.repeats)
+    _positive(parser, "warmup", args.warmup, 0)
+    _positive(parser, "pipeline-steps", args.pipeline_steps, 0)
+    _positive(parser, "steps", args.schedule_steps)
+    for name in ("height", "width"):
+        value = getattr(args, name)
+        if value < 16 or value % 16:
+            parser.error(f"--{name} must be a positive multiple of 16, got {value}")
+    if args.frames < 1 or (args.frames - 1) % 4:
+        parser.error(f"--frames must be 4k+1 (1, 5, 9, ...), got {args.frames}")
+    try:
+        variants = check_variants(t.strip() for t in args.modes.split(",") if t.strip())
+    except ValueError as exc:
+        parser.error(str(exc))
+    from . import policies as P
+
+    policy_names = tuple(t.strip() for t in args.policies.split(",") if t.strip())
+    if policy_names == ("all",):
+        policy_names = tuple(P.POLICIES)
+    try:
+        P.resolve(policy_names, 40)
+    except ValueError as exc:
+        parser.error(f"--policies: {exc}")
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if device.type == "cuda" and not torch.cuda.is_available():
+        parser.error(f"--device {device}: CUDA is not available")
+    try:
+        info = model_info(args.model)
+    except ModelError as exc:
+        parser.error(f"--model: {exc}")
+    if device.type != "cuda":
+        print("note: no CUDA device: timing falls back to the wall clock; these numbers check the code "
+              "path only and are not latency figures.", flush=True)
+    print(f"model: {info.name} ({info.description})", flush=True)
+    t0 = time.perf_counter()
+    pipe = load_pipeline(args.model, device, getattr(torch, args.dtype))
+    build_s = time.perf_counter() - t0
+    pipe.set_progress_bar_config(disable=True)
+    settings = Settings(model=args.model, height=args.height, width=args.width, frames=args.frames,
+                        variants=variants, policies=policy_names, warmup=args.warmup, repeats=args.repeats,
+                        budget_s=args.budget_s, pipeline_steps=args.pipeline_steps,
+                        schedule_steps=args.schedule_steps, guidance=args.guidance,
+                        cross_attention=args.cross_attention, device=str(device), dtype=args.dtype,
+                        progress=not args.no_progress)
+    result = measure(pipe, settings, device=device)
+    cfg = pipe.transformer.config
+    label = ""
+    if info.synthetic:
+        label = (f"model {info.name!r} has random weights: latency is real for this architecture and shape, "
+                 "but the text encoder is a stand-in (its time is not the real one) and any output is noise.")
+    out = {"schema": "wan-fp4/latency/1", "smoke_test": info.synthetic, "label": label,
+           "model": {"name": info.name, "description": info.description, "synthetic": info.synthetic,
+                     "layers": cfg.num_layers, "heads": cfg.num_attention_heads, "head_dim": cfg.attention_head_dim,
+                     "build_s": build_s},
+           "settings": {k: v for k, v in vars(settings).items() if k != "extra"},
+           **result, "command": "python scripts/bench_e2e.py " + shlex.join(argv),
+           "environment": R.environment(device), "created": R.timestamp()}
+    path = R.write_json(_clean(out), args.json)
+    print(f"\nwrote {path}")
+    if label:
+        print(f"note: {label}")
+    print(f"{info.name}, {args.height}x{args.width}x{args.frames} ({result['tokens']} tokens), "
+          f"timing: {result['timing']}, baseline {BASELINE}")
+    print(table(result), flush=True)
+    return 0
+
+
+
+
+if __name__ == "__main__":
+    sys.exit(main())

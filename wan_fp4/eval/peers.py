@@ -1,0 +1,146 @@
+"""Peer attention kernels we measure against, behind one (B, S, H, D) -> (B, S, H, D) interface.
+
+Each peer is optional: `available_peers()` lists those whose packages import here, and the
+benchmark says which were missing instead of failing. Quantising peers are timed with their
+quantisation included, as ours are.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+
+PeerFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def _heads_first(*ts):
+    return tuple(t.transpose(1, 2) for t in ts)
+
+
+def sdpa(backend_name: str) -> PeerFn:
+    """torch SDPA pinned to one backend ('CUDNN_ATTENTION', 'FLASH_ATTENTION', ...)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backend = getattr(SDPBackend, backend_name)
+
+    def run(q, k, v):
+        with sdpa_kernel(backend):
+            out = torch.nn.functional.scaled_dot_product_attention(*_heads_first(q, k, v))
+        return out.transpose(1, 2)
+
+    return run
+
+
+def fa4() -> PeerFn:
+    from flash_attn.cute import flash_attn_func
+
+    def run(q, k, v):
+        out = flash_attn_func(q, k, v)
+        return out[0] if isinstance(out, tuple) else out
+
+    return run
+
+
+def sage1() -> PeerFn:
+    from sageattention import sageattn
+
+    def run(q, k, v):
+        return sageattn(q, k, v, tensor_layout="NHD", is_causal=False)
+
+    return run
+
+
+class CudnnFP8:
+    """cuDNN's FP8 SDPA (cudnn-frontend graph API): per-tensor scales, E4M3 in and out on Hopper.
+
+    One graph per shape, built on first use; each call quantises q, k, v (amax -> scale), runs
+    the graph and dequantises O to BF16, so the timing is what a user of it would pay.
+    """
+
+    def __init__(self):
+        import cudnn  # noqa: F401  (fail at construction when the package is missing)
+
+        self._graphs = {}
+
+    def _graph(self, shape, device):
+        import cudnn
+
+        if shape in self._graphs:
+            return self._graphs[shape]
+        b, s, h, d = shape
+        handle = cudnn.create_handle()
+        e4m3, f32 = cudnn.data_type.FP8_E4M3, cudnn.data_type.FLOAT
+        graph = cudnn.pygraph(io_data_type=e4m3, intermediate_data_type=f32, compute_data_type=f32,
+                              handle=handle)
+        dims, strides = (b, h, s, d), (s * h * d, d, h * d, 1)  # (B, H, S, D) view of (B, S, H, D)
+        q, k, v = (graph.tensor(name=n, dim=dims, stride=strides, data_type=e4m3) for n in "qkv")
+        scalars = [graph.tensor(name=n, dim=(1, 1, 1, 1), stride=(1, 1, 1, 1), data_type=f32)
+                   for n in ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o")]
+        o, _, amax_s, amax_o = graph.sdpa_fp8(q=q, k=k, v=v, descale_q=scalars[0], descale_k=scalars[1],
+                                              descale_v=scalars[2], descale_s=scalars[3], scale_s=scalars[4],
+                                              scale_o=scalars[5], attn_scale=1.0 / math.sqrt(d),
+                                              use_causal_mask=False, generate_stats=False)
+        o.set_output(True).set_dim(dims).set_stride(strides).set_data_type(e4m3)
+        for amax in (amax_s, amax_o):
+            amax.set_output(True).set_dim((1, 1, 1, 1)).set_stride((1, 1, 1, 1)).set_data_type(f32)
+        graph.validate()
+        graph.build_operation_graph()
+        graph.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+        graph.check_support()
+        graph.build_plans()
+        workspace = torch.empty(graph.get_workspace_size(), dtype=torch.uint8, device=device)
+        amax_buf = torch.empty(2, 1, 1, 1, 1, dtype=torch.float32, device=device)
+        entry = (graph, handle, (q, k, v, o, amax_s, amax_o), scalars, workspace, amax_buf)
+        self._graphs[shape] = entry
+        return entry
+
+    def __call__(self, q, k, v):
+        graph, handle, (tq, tk, tv, to, tas, tao), scalars, workspace, amax_buf = self._graph(tuple(q.shape), q.device)
+        fp8_max = 448.0
+
+        def quant(x):
+            amax = x.abs().amax().float().clamp(min=1e-12).reshape(1, 1, 1, 1)
+            return (x.float() * (fp8_max / amax)).to(torch.float8_e4m3fn), amax / fp8_max
+
+        q8, dq = quant(q)
+        k8, dk = quant(k)
+        v8, dv = quant(v)
+        scale_o = (fp8_max / (dv * fp8_max))  # |O| <= max|V|
+        one = torch.ones_like(dq)
+        o8 = torch.empty_like(q8)
+        pack = {tq: q8, tk: k8, tv: v8, to: o8, tas: amax_buf[0], tao: amax_buf[1],
+                scalars[0]: dq, scalars[1]: dk, scalars[2]: dv,
+                scalars[3]: one / fp8_max, scalars[4]: one * fp8_max, scalars[5]: scale_o}
+        graph.execute(pack, workspace, handle=handle)
+        return (o8.float() / scale_o).to(q.dtype)
+
+
+_FACTORIES = {
+    "sdpa-cudnn": lambda: sdpa("CUDNN_ATTENTION"),
+    "sdpa-flash": lambda: sdpa("FLASH_ATTENTION"),
+    "fa4": fa4,
+    "cudnn-fp8": CudnnFP8,
+    "sage1": sage1,
+}
+
+PEER_LABELS = {
+    "sdpa-cudnn": "torch SDPA, cuDNN backend, BF16 (diffusers' default)",
+    "sdpa-flash": "torch SDPA, flash backend, BF16",
+    "fa4": "flash-attn-4 (CuTe DSL), BF16",
+    "cudnn-fp8": "cuDNN FP8 SDPA (cudnn-frontend, per-tensor scales, FP8 out)",
+    "sage1": "sageattention 1.0.6 (Triton, INT8 QK)",
+}
+
+
+def available_peers(names=None):
+    """{name: fn} for the peers that import here, and {name: reason} for those that do not."""
+    found, missing = {}, {}
+    for name in names or _FACTORIES:
+        if name not in _FACTORIES:
+            raise ValueError(f"unknown peer {name!r}; known: {', '.join(_FACTORIES)}")
+        try:
+            found[name] = _FACTORIES[name]()
+        except Exception as exc:  # a peer package may be absent on this machine
+            missing[name] = f"{type(exc).__name__}: {exc}"
+    return found, missing

@@ -1,0 +1,157 @@
+"""Named models and local-path loading: `load_pipeline("tiny" | NAME | PATH, device, dtype)`.
+
+Names live in a small registry so other modules can add builders (e.g. `random:1.3b` in
+`wan_fp4/pipelines/random.py`) without touching this file: they call `register_model` at import,
+and the modules listed in `_BUILDER_MODULES` are imported the first time a name is looked up.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+# Modules that register builders when imported; a module that does not exist yet is skipped.
+_BUILDER_MODULES = ("wan_fp4.pipelines.random",)
+_loaded_builders = False
+
+# Pipeline classes `load_pipeline` accepts from a local directory (text-to-video Wan2.1).
+WAN_PIPELINE_CLASSES = ("WanPipeline",)
+
+
+class ModelError(ValueError):
+    """A model name or path that cannot be loaded; the message says why and what is accepted."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A named model.
+
+    build(device, dtype) -> WanPipeline. synthetic: random weights, so every output is a smoke
+    test and drift is not a quality figure. defaults: CLI defaults suited to this model
+    (height, width, frames, steps), overriding the real-model ones.
+    """
+
+    name: str
+    build: Callable[[torch.device, torch.dtype], object]
+    description: str
+    synthetic: bool = True
+    defaults: dict = field(default_factory=dict)
+
+
+MODELS: dict[str, ModelSpec] = {}
+
+
+def register_model(spec: ModelSpec, *, replace: bool = False) -> ModelSpec:
+    if not isinstance(spec, ModelSpec):
+        raise TypeError(f"spec must be a ModelSpec, got {type(spec).__name__}")
+    if spec.name in MODELS and not replace:
+        raise ValueError(f"model name {spec.name!r} is already registered")
+    MODELS[spec.name] = spec
+    return spec
+
+
+def registered_models() -> dict[str, ModelSpec]:
+    """All named models, after importing the builder modules that exist."""
+    global _loaded_builders
+    if not _loaded_builders:
+        _loaded_builders = True
+        for module in _BUILDER_MODULES:
+            try:
+                importlib.import_module(module)
+            except ModuleNotFoundError as exc:
+                if exc.name != module:  # the module exists but one of its imports is missing
+                    raise
+    return MODELS
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What a `--model` argument refers to, for labels in outputs and reports."""
+
+    name: str
+    synthetic: bool
+    description: str
+    defaults: dict
+
+
+def model_info(model: str) -> ModelInfo:
+    models = registered_models()
+    if model in models:
+        spec = models[model]
+        return ModelInfo(spec.name, spec.synthetic, spec.description, dict(spec.defaults))
+    path = _check_local_dir(model)
+    return ModelInfo(str(path), False, f"local diffusers Wan pipeline at {path}", {})
+
+
+def load_pipeline(model: str, device: str | torch.device = "cpu", dtype: torch.dtype = torch.bfloat16):
+    """A WanPipeline on `device`: a registered name (e.g. "tiny") or a local diffusers directory.
+
+    dtype is the transformer's and text encoder's; the VAE is kept in float32 (the Wan2.1
+    diffusers recipe: its decode is sensitive to bf16). Never downloads anything.
+    """
+    if not isinstance(model, str) or not model:
+        raise ModelError(f"model must be a non-empty string, got {model!r}")
+    device = torch.device(device)
+    models = registered_models()
+    if model in models:
+        pipe = models[model].build(device, dtype)
+    else:
+        pipe = _load_local(_check_local_dir(model), dtype)
+        if device.type == "cpu":
+            _realign(pipe)
+    return pipe.to(device)
+
+
+def _check_local_dir(model: str) -> Path:
+    path = Path(model).expanduser()
+    names = ", ".join(sorted(registered_models()))
+    if not path.exists():
+        raise ModelError(f"model {model!r} is neither a known name ({names}) nor an existing "
+                         "local directory; wan-fp4 never downloads weights: pass the path of a "
+                         "diffusers Wan2.1 pipeline saved on disk")
+    index = path / "model_index.json"
+    if not path.is_dir() or not index.is_file():
+        raise ModelError(f"model path {str(path)!r} is not a diffusers pipeline directory "
+                         "(no model_index.json)")
+    try:
+        cls = json.loads(index.read_text()).get("_class_name")
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ModelError(f"model path {str(path)!r}: cannot read model_index.json ({exc})") from exc
+    if cls not in WAN_PIPELINE_CLASSES:
+        raise ModelError(f"model path {str(path)!r} holds a {cls!r}, not a Wan text-to-video "
+                         f"pipeline (expected one of {WAN_PIPELINE_CLASSES})")
+    return path
+
+
+def _load_local(path: Path, dtype: torch.dtype):
+    from diffusers import WanPipeline
+
+    return WanPipeline.from_pretrained(str(path), dtype={"default": dtype, "vae": torch.float32},
+                                       local_files_only=True)
+
+
+def _realign(pipe) -> None:
+    """Copy weights out of the safetensors memory map. Mapped tensors can sit at unaligned
+    addresses, and CPU GEMMs then take another (equally valid) path whose float rounding differs,
+    so a reloaded pipeline would not reproduce the same weights held in ordinary memory."""
+    for component in pipe.components.values():
+        if isinstance(component, torch.nn.Module):
+            for tensor in list(component.parameters()) + list(component.buffers()):
+                tensor.data = tensor.data.clone()
+
+
+def _build_tiny(device, dtype):
+    from .tiny import build_tiny_pipeline
+
+    return build_tiny_pipeline(seed=0, dtype=dtype)
+
+
+register_model(ModelSpec(
+    name="tiny", build=_build_tiny, synthetic=True,
+    description="embedded tiny Wan pipeline (random weights, built from code): a smoke model, "
+                "not a video model",
+    defaults={"height": 64, "width": 64, "frames": 17, "steps": 8}))
