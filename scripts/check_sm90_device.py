@@ -2,6 +2,10 @@
 
     python scripts/check_sm90_device.py check   # compile + compare with wan_fp4.reference at awkward shapes
     python scripts/check_sm90_device.py bench   # time vs torch SDPA (cuDNN BF16) in the same run
+    python scripts/check_sm90_device.py all     # both, one job
+
+check also compares the prebuilt (AOT, ctypes shim) kernel with the JIT one bit for bit, and the
+Triton V^T re-layout pass with the torch gather.
 
 check: fresh N(0,1) BF16 inputs per shape; outputs poisoned with NaN before the launch; reference
   run in torch on the same GPU with TF32 off; prints relative L2 (||out - ref|| / ||ref||), max abs
@@ -19,7 +23,16 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, ROOT)
+try:  # the public package imports diffusers; the GPU box may not have it, and this script needs
+    import diffusers  # noqa: F401  # only the kernels: then load the subpackages without wan_fp4/__init__
+except ImportError:
+    import types
+
+    _pkg = types.ModuleType("wan_fp4")
+    _pkg.__path__ = [os.path.join(ROOT, "wan_fp4")]
+    sys.modules["wan_fp4"] = _pkg
 
 from wan_fp4 import reference  # noqa: E402
 from wan_fp4.kernels import sm90  # noqa: E402
@@ -44,7 +57,7 @@ def check_one(name, b, h, sq, skv, d, mode, config, gen, rows=None):
     ops = prepare_fp8(q, k, v)
     out = torch.full((b, sq, h, d), float("nan"), dtype=torch.bfloat16, device="cuda")
     lse = torch.full((b, h, sq), float("nan"), dtype=torch.float32, device="cuda")
-    sm90.launch(ops, mode, d, config=config, out=out, lse=lse)
+    sm90.launch(ops, mode, d, config=config, out=out, lse=lse, prebuilt=False)
     torch.cuda.synchronize()
     lse = lse + sm90.lse_shift(ops, d)  # the reference adds back the K-smoothing shift
     qr = q if rows is None else q[:, rows]
@@ -73,21 +86,59 @@ def accum_probe(gen):
         print(f"accum probe: _scaled_mm e4m3 K=128 use_fast_accum={fast}: relL2 vs fp32 = {rel:.3e}", flush=True)
 
 
+CHECK_CONFIGS = [dict(sm90.DEFAULT_CONFIG), {"fold": 1}, {"fold": 2, "intra": True}]
+
+
+def check_prebuilt_and_layout(gen):
+    """Prebuilt (AOT shim) vs JIT, bit for bit, per mode; Triton V^T re-layout vs torch gather."""
+    from wan_fp4.kernels.sm90 import aot
+
+    ok = True
+    for d in (128, 64):
+        q, k, v = _rand(2, 1000, 3, d, gen), _rand(2, 1000, 3, d, gen), _rand(2, 1000, 3, d, gen)
+        ops = prepare_fp8(q, k, v)
+        for direct in (True, False):
+            a = sm90_v_layout(ops.v8t, direct, backend="torch").view(torch.uint8)
+            b_ = sm90_v_layout(ops.v8t, direct, backend="triton").view(torch.uint8)
+            same = torch.equal(a, b_)
+            ok &= same
+            print(f"{'ok  ' if same else 'FAIL'} relayout triton == torch D{d} direct={direct}", flush=True)
+        for mode in sm90.MODES:
+            fn = aot.prebuilt_launcher(mode, d)
+            if fn is None:
+                print(f"FAIL prebuilt {mode} D{d}: none usable ({aot.find(mode, d, build=False)})", flush=True)
+                ok = False
+                continue
+            outs = []
+            for pb in (True, False):
+                out = torch.full((2, 1000, 3, d), float("nan"), dtype=torch.bfloat16, device="cuda")
+                lse = torch.full((2, 3, 1000), float("nan"), dtype=torch.float32, device="cuda")
+                sm90.launch(ops, mode, d, out=out, lse=lse, prebuilt=pb)
+                torch.cuda.synchronize()
+                outs.append((out, lse))
+            same = torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+            nan = bool(torch.isnan(outs[0][0]).any())
+            ok &= same and not nan
+            print(f"{'ok  ' if same and not nan else 'FAIL'} prebuilt == JIT {mode} D{d} (bitwise) nan={nan}", flush=True)
+    return ok
+
+
 def do_check():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     gen = torch.Generator(device="cuda").manual_seed(20261129)
-    t = time.time()
-    for mode in sm90.MODES:
-        from wan_fp4.kernels.sm90.compile import compile_kernel
-
-        compile_kernel(mode, 128, **sm90.DEFAULT_CONFIG)
-    print(f"compile both modes: {time.time() - t:.1f} s", flush=True)
-    try:
-        accum_probe(gen)
-    except Exception as e:  # a diagnostic only
-        print(f"accum probe failed: {type(e).__name__}: {e}", flush=True)
     ok = True
+    try:
+        ok &= check_prebuilt_and_layout(gen)
+    except Exception as e:
+        print(f"FAIL prebuilt/layout: {type(e).__name__}: {e}", flush=True)
+        ok = False
+    t = time.time()
+    from wan_fp4.kernels.sm90.compile import compile_kernel
+
+    for cfg in CHECK_CONFIGS:
+        compile_kernel("direct-p", 128, **{**sm90.DEFAULT_CONFIG, **cfg})
+    print(f"compile: {time.time() - t:.1f} s", flush=True)
     cases = [
         ("B2 H3 S1000", 2, 3, 1000, 1000, 128, None),
         ("B1 H12 S4097", 1, 12, 4097, 4097, 128, None),
@@ -97,9 +148,7 @@ def do_check():
     ]
     for mode in sm90.MODES:
         for name, b, h, sq, skv, d, rows in cases:
-            cfgs = [{"n_wg": 2, "overlap": True, "pingpong": False}, {"pingpong": True, "stages": 3}]
-            if name == "B2 H3 S1000":
-                cfgs += [{"n_wg": 2, "overlap": False}, {"n_wg": 1}, {"pingpong": True, "stages": 2}]
+            cfgs = CHECK_CONFIGS if mode == "direct-p" else CHECK_CONFIGS[:1]
             for cfg in cfgs:
                 if rows is None:
                     ok &= check_one(name, b, h, sq, skv, d, mode, cfg, gen)
@@ -108,7 +157,7 @@ def do_check():
                     ok &= check_one(name, b, h, sq, skv, d, mode, cfg, gen, rows=idx)
     try:
         for mode in sm90.MODES:
-            ok &= check_one("D64 B2 H3 S700", 2, 3, 700, 700, 64, mode, {"n_wg": 2}, gen)
+            ok &= check_one("D64 B2 H3 S700", 2, 3, 700, 700, 64, mode, None, gen)
     except Exception as e:  # D = 64 is a bonus: report, do not hide the D = 128 results
         print(f"FAIL D64: {type(e).__name__}: {e}", flush=True)
         ok = False
@@ -129,7 +178,7 @@ def do_bench(shapes, configs):
 
         def bench(name, fn):
             faulthandler.dump_traceback_later(120, exit=True)
-            ms = tt.do_bench(fn, warmup=50, rep=300, return_mode="median")
+            ms = tt.do_bench(fn, warmup=25, rep=150, return_mode="median")
             rows.append((label, name, ms, flops / ms / 1e9))
             print(f"{label:16s} {name:40s} {ms:9.3f} ms {flops / ms / 1e9:7.1f} TFLOP/s", flush=True)
 
@@ -143,9 +192,13 @@ def do_bench(shapes, configs):
             vt = sm90_v_layout(ops.v8t, mode == "direct-p")
             out = torch.empty(b, s, h, d, dtype=torch.bfloat16, device="cuda")
             lse = torch.empty(b, h, s, dtype=torch.float32, device="cuda")
-            for cfg in configs:
-                bench(f"sm90 {mode} kernel {cfg}",
-                      lambda: sm90.launch(ops, mode, d, config=cfg, out=out, lse=lse, vt=vt))
+            for cfg in (configs if mode == "direct-p" else configs[:1]):
+                bench(f"sm90 {mode} kernel JIT {cfg}",
+                      lambda: sm90.launch(ops, mode, d, config=cfg, out=out, lse=lse, vt=vt, prebuilt=False))
+            bench(f"sm90 {mode} kernel prebuilt (default cfg)",
+                  lambda: sm90.launch(ops, mode, d, out=out, lse=lse, vt=vt, prebuilt=True))
+        bench("sm90 V^T relayout pass (Triton)", lambda: sm90_v_layout(ops.v8t, True))
+        bench("sm90 V^T relayout (torch gather, old)", lambda: sm90_v_layout(ops.v8t, True, backend="torch"))
         bench("sm90 direct-p e2e (prepare+layout+kernel)", lambda: sm90.sm90_attention(q, k, v, "direct-p"))
         del q, k, v, ops, qt, kt, vt_
         torch.cuda.empty_cache()
@@ -156,17 +209,20 @@ def do_bench(shapes, configs):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["check", "bench"])
+    ap.add_argument("what", choices=["check", "bench", "all"])
     ap.add_argument("--quick", action="store_true", help="bench only the first shape")
     args = ap.parse_args()
     print(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), torch.cuda.get_device_name(),
           "torch", torch.__version__, flush=True)
-    if args.what == "check":
-        sys.exit(0 if do_check() else 1)
-    shapes = [(1, 12, 32760), (1, 40, 32760), (1, 40, 75600)]
-    configs = [{"overlap": True, "pingpong": False, "stages": 2}, {"pingpong": True, "stages": 2},
-               {"pingpong": True, "stages": 3}]
-    do_bench(shapes[:1] if args.quick else shapes, configs)
+    ok = True
+    if args.what in ("check", "all"):
+        ok = do_check()
+    if args.what in ("bench", "all"):
+        shapes = [(1, 12, 32760), (1, 40, 32760), (1, 40, 75600)]
+        configs = [dict(sm90.DEFAULT_CONFIG), {**sm90.DEFAULT_CONFIG, "fold": 1},
+                   {**sm90.DEFAULT_CONFIG, "fold": 2, "intra": True}]
+        do_bench(shapes[:1] if args.quick else shapes, configs)
+    sys.exit(0 if ok else 1)
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@
     is_supported(q, k, v, mode) -> (bool, reason)
 
 q, k, v are (B, S, H, D) BF16/FP16 CUDA tensors. Quantisation is prepare.py's pre-pass; V^T is
-then re-laid out for this kernel (layout.py). The kernel is JIT-compiled once per
-(mode, D, config) and cached in-process (compile.py).
+then re-laid out for this kernel by one fused Triton pass (layout.py). The kernel is JIT-compiled once per
+(mode, D, config) and cached in-process (compile.py), unless a prebuilt (AOT) kernel for
+(mode, D) with the default config is available (aot.py: C shim + ctypes).
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import torch
 
 MODES = ("direct-p", "fp8")
 HEAD_DIMS = (64, 128)
-DEFAULT_CONFIG = {"n_wg": 2, "stages": 2, "overlap": True}
+DEFAULT_CONFIG = {"n_wg": 2, "stages": 2, "overlap": True, "fold": 2}
 _INT32_MAX = 2**31 - 1
 
 
@@ -45,18 +46,21 @@ def is_supported(q, k, v, mode) -> tuple[bool, str]:
     if b * h * s_pad * (d + 8) > _INT32_MAX:
         return False, "tensor too large for 32-bit kernel indexing"
     if not _dsl_available():
-        return False, "nvidia-cutlass-dsl (cutlass) is not installed"
+        from .aot import find
+
+        if find(mode, d, build=False) is None:
+            return False, "nvidia-cutlass-dsl (cutlass) is not installed and no prebuilt kernel is built"
     return True, ""
 
 
-def sm90_attention(q, k, v, mode, scale=None, *, return_lse=False, config=None):
+def sm90_attention(q, k, v, mode, scale=None, *, return_lse=False, config=None, prebuilt=None):
     ok, why = is_supported(q, k, v, mode)
     if not ok:
         raise ValueError(f"sm90_attention: {why}")
     from ..prepare import prepare_fp8
 
     ops = prepare_fp8(q, k, v)
-    out, lse = launch(ops, mode, q.shape[-1], scale, config=config)
+    out, lse = launch(ops, mode, q.shape[-1], scale, config=config, prebuilt=prebuilt)
     out = out.to(q.dtype)
     if not return_lse:
         return out
@@ -76,12 +80,12 @@ def lse_shift(ops, head_dim, scale=None):
     return LN2 * torch.matmul(q, ops.k_mean.unsqueeze(-1)).squeeze(-1)
 
 
-def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, vt=None):
+def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, vt=None, prebuilt=None):
     """Run the kernel on prepared operands (prepare.PreparedFP8). Returns (out BF16, lse FP32).
 
-    vt: the V^T already in this kernel's layout (layout.sm90_v_layout), to time the kernel alone."""
-    import cuda.bindings.driver as cuda
-
+    vt: the V^T already in this kernel's layout (layout.sm90_v_layout), to time the kernel alone.
+    prebuilt: None = the AOT kernel (aot.py) when the config is the default and one is usable,
+    else JIT; True = require the AOT kernel; False = always JIT."""
     from .compile import compile_kernel, runtime_args
     from ...modes import default_scale
     from ...reference import log2_scale
@@ -95,11 +99,28 @@ def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, 
         out = torch.empty(b, ops.seq_q, h, d, dtype=torch.bfloat16, device=ops.q8.device)
     if lse is None:
         lse = torch.empty(b, h, ops.seq_q, dtype=torch.float32, device=ops.q8.device)
-    kern = compile_kernel(mode, head_dim, **cfg)
     tensors = (ops.q8, ops.k8, vt, out, lse, ops.q_scale, ops.k_scale, ops.v_scale)
     for t in tensors:
         if not t.is_contiguous():
             raise ValueError("sm90 kernel operands must be contiguous")
-    stream = cuda.CUstream(torch.cuda.current_stream(ops.q8.device).cuda_stream)
-    kern(*runtime_args(tensors, (b, h, ops.seq_q, ops.seq_kv), log2_scale(default_scale(head_dim) if scale is None else float(scale)), stream))
+    c = log2_scale(default_scale(head_dim) if scale is None else float(scale))
+    sizes = (b, h, ops.seq_q, ops.seq_kv)
+    raw_stream = torch.cuda.current_stream(ops.q8.device).cuda_stream
+    run = None
+    if prebuilt is not False and cfg == DEFAULT_CONFIG:
+        from .aot import prebuilt_launcher
+
+        run = prebuilt_launcher(mode, head_dim)
+    if prebuilt and run is None:
+        raise RuntimeError(f"no usable prebuilt sm90 kernel for mode={mode!r} D={head_dim} config={cfg}")
+    if run is not None:
+        with torch.cuda.device(ops.q8.device):
+            err = run(tuple(t.data_ptr() for t in tensors), sizes, c, raw_stream)
+        if err != 0:
+            raise RuntimeError(f"prebuilt sm90 kernel launch failed with error {err}")
+        return out, lse
+    import cuda.bindings.driver as cuda
+
+    kern = compile_kernel(mode, head_dim, **cfg)
+    kern(*runtime_args(tensors, sizes, c, cuda.CUstream(raw_stream)))
     return out, lse

@@ -37,10 +37,10 @@ def runtime_args(tensors, sizes, c, stream):
 
 
 def compile_kernel(mode: str, head_dim: int, n_wg: int = 2, stages: int = 2, overlap: bool = True,
-                   pingpong: bool = False, *,
+                   pingpong: bool = False, fold: int = 1, intra: bool = False, *,
                    options: str = ""):
     """Compile (cached) for sm_90a; works without a GPU. Returns the DSL's compiled object."""
-    key = (mode, head_dim, n_wg, stages, overlap, pingpong, ARCH, options)
+    key = (mode, head_dim, n_wg, stages, overlap, pingpong, fold, intra, ARCH, options)
     with _lock:
         hit = _cache.get(key)
         if hit is not None:
@@ -49,7 +49,8 @@ def compile_kernel(mode: str, head_dim: int, n_wg: int = 2, stages: int = 2, ove
 
         from .kernel import Sm90Attention
 
-        kern = Sm90Attention(mode, head_dim, n_wg=n_wg, stages=stages, overlap=overlap, pingpong=pingpong)
+        kern = Sm90Attention(mode, head_dim, n_wg=n_wg, stages=stages, overlap=overlap, pingpong=pingpong,
+                             fold=fold, intra=intra)
         compiled = cute.compile(kern, *_args(), options=f"--gpu-arch {ARCH} {options}".strip())
         _cache[key] = compiled
         return compiled

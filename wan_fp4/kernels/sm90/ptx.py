@@ -26,6 +26,13 @@ def fma_f32(a, b, c, *, loc=None, ip=None) -> Float32:
 
 
 @dsl_user_op
+def fma_sat_f32(a, b, c, *, loc=None, ip=None) -> Float32:
+    """min(max(fl(a*b + c), 0), 1) with a single rounding: FFMA.SAT (NaN -> 0)."""
+    vals = [Float32(x).ir_value(loc=loc, ip=ip) for x in (a, b, c)]
+    return Float32(_asm(T.f32(), vals, "fma.rn.sat.f32 $0, $1, $2, $3;", "=f,f,f,f"))
+
+
+@dsl_user_op
 def mul_f32(a, b, *, loc=None, ip=None) -> Float32:
     """fl(a*b) kept as its own instruction (so it cannot be contracted into a later FMA)."""
     vals = [Float32(x).ir_value(loc=loc, ip=ip) for x in (a, b)]
