@@ -1,0 +1,157 @@
+"""The FP8 pre-pass (wan_fp4.kernels.prepare) gives the reference's codes and scales bit for bit.
+
+Both implementations are checked on CPU: the torch path directly, the Triton kernels under the
+Triton interpreter (TRITON_INTERPRET=1 must be set before triton is imported, so it is set here;
+on CPU nothing else can run Triton). The GPU run of the same comparison is
+scripts/check_triton_device.py.
+"""
+import importlib
+import os
+import sys
+
+os.environ["TRITON_INTERPRET"] = "1"
+
+import pytest
+import torch
+
+from wan_fp4 import formats, reference
+
+triton = pytest.importorskip("triton", reason="triton is not installed: the Triton pre-pass cannot run")
+import triton.language as tl  # noqa: E402
+
+from wan_fp4.kernels import prepare  # noqa: E402
+
+if not hasattr(prepare._quant_rows_kernel, "fn") or type(prepare._quant_rows_kernel).__name__ != "InterpretedFunction":
+    # imported earlier without the interpreter (another test module): rebuild the kernels
+    prepare = importlib.reload(prepare)
+    if "wan_fp4.kernels.triton.attention" in sys.modules:
+        importlib.reload(sys.modules["wan_fp4.kernels.triton.attention"])
+
+
+def _inputs(b, sq, skv, h, d, seed):
+    """Random BF16 inputs with per-head magnitudes spread over 2^-6..2^6 (different scales per
+    block and head) and a K with a large per-channel mean (so smoothing matters)."""
+    g = torch.Generator().manual_seed(seed)
+    mag = torch.exp2(torch.randint(-6, 7, (1, 1, h, 1), generator=g).float())
+    q = torch.randn(b, sq, h, d, generator=g) * mag
+    k = torch.randn(b, skv, h, d, generator=g) * mag + 3.0 * torch.randn(b, 1, h, d, generator=g)
+    v = torch.randn(b, skv, h, d, generator=g) * mag.flip(2)
+    return q.bfloat16(), k.bfloat16(), v.bfloat16()
+
+
+def _assert_same_as_reference(prep, q, k, v):
+    ref = reference.quantize_fp8(q, k, v)
+    ours = prep.reference_layout()
+    for name, got in ours.items():
+        want = getattr(ref, name)
+        assert got.shape == want.shape, f"{name}: shape {tuple(got.shape)} != {tuple(want.shape)}"
+        if want.dtype == torch.float8_e4m3fn:
+            diff = (got.view(torch.uint8) != want.view(torch.uint8)).sum().item()
+            assert diff == 0, f"{name}: {diff} of {got.numel()} codes differ from the reference"
+        else:
+            assert torch.equal(got, want), f"{name}: scales differ from the reference"
+
+
+# Shapes: S not a multiple of 128, Sq != Skv, B > 1, D a power of two and not (prepare takes any D).
+SHAPES = [(2, 200, 333, 3, 64), (1, 129, 60, 2, 80)]
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_codes_and_scales_equal_reference(backend, shape):
+    b, sq, skv, h, d = shape
+    q, k, v = _inputs(b, sq, skv, h, d, seed=sum(shape))
+    prep = prepare.prepare_fp8(q, k, v, backend=backend)
+    _assert_same_as_reference(prep, q, k, v)
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_layout_padding_and_strided_input(backend):
+    b, sq, skv, h, d = 2, 150, 260, 2, 64
+    q, k, v = _inputs(b, sq, skv, h, d, seed=7)
+    # Non-contiguous views in (B, S, H, D), as a (B, H, S, D) projection transposed gives.
+    qs, ks, vs = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v))
+    assert not qs.is_contiguous()
+    prep = prepare.prepare_fp8(qs, ks, vs, backend=backend)
+    assert prep.q8.shape == (b, h, 256, d) and prep.k8.shape == (b, h, 384, d)
+    assert prep.v8t.shape == (b, h, d, 384)
+    assert prep.q_scale.shape == (b, h, 2) and prep.k_scale.shape == (b, h, 3)
+    for t in (prep.q8, prep.k8, prep.v8t):
+        assert t.is_contiguous() and t.dtype == torch.float8_e4m3fn
+    # Padding is zero codes (kernels rely on it: padded keys add nothing to PV).
+    assert (prep.q8[:, :, sq:].view(torch.uint8) == 0).all()
+    assert (prep.k8[:, :, skv:].view(torch.uint8) == 0).all()
+    assert (prep.v8t[..., skv:].view(torch.uint8) == 0).all()
+    _assert_same_as_reference(prep, q, k, v)
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_all_zero_block_gets_scale_one(backend):
+    q, k, v = _inputs(1, 300, 140, 2, 64, seed=3)
+    q[:, 128:256, 1] = 0.0  # one whole 128-token block of one head
+    v[:, :, 0, 5] = 0.0  # one whole V channel
+    prep = prepare.prepare_fp8(q, k, v, backend=backend)
+    assert prep.q_scale[0, 1, 1].item() == 1.0
+    assert prep.v_scale[0, 0, 5].item() == 1.0
+    _assert_same_as_reference(prep, q, k, v)
+
+
+@triton.jit
+def _scale_kernel(a_ptr, s_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    scale, inv = prepare._pow2_scale_tl(tl.load(a_ptr + offs, mask=offs < n, other=1.0))
+    tl.store(s_ptr + offs, scale, mask=offs < n)
+
+
+def test_pow2_scale_matches_reference():
+    g = torch.Generator().manual_seed(11)
+    amax = torch.cat([
+        torch.exp2(torch.randn(2000, generator=g) * 30),  # wide range of exponents
+        torch.exp2(torch.arange(-140, 120, dtype=torch.float32)) * 448,  # exact powers: no round up
+        torch.tensor([0.0, 1e-45, 3e-39, 448.0, 448.00003, 3.0e38]),  # zero, r underflowing or subnormal, edges
+    ])
+    want = reference.pow2_scale(amax)
+    assert torch.equal(prepare.pow2_scale(amax), want)
+    got_tl = torch.empty_like(amax)
+    _scale_kernel[(triton.cdiv(amax.numel(), 1024),)](amax, got_tl, amax.numel(), BLOCK=1024)
+    assert torch.equal(got_tl, want)
+    got = want
+    assert torch.all(amax * (1.0 / 448) <= got * (1 + 2**-23))  # the scale covers amax
+
+
+@triton.jit
+def _encode_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    code = prepare.e4m3_rne_sat(x, False).to(tl.uint8, bitcast=True)
+    tl.store(y_ptr + offs, code, mask=offs < n)
+
+
+def test_bit_arithmetic_e4m3_encoder_is_rne_satfinite():
+    """The encoder the interpreter path uses (and HW_CVT=False on GPU) equals formats.e4m3_encode
+    on every E4M3 value, every tie between neighbours, one FP32 ulp either side of each tie, the
+    saturation region and random values over the whole range, both signs."""
+    grid = formats.e4m3_decode(torch.arange(0, 127, dtype=torch.uint8))  # 0 .. 448
+    mids = (grid[:-1] + grid[1:]) / 2
+    up = torch.nextafter(mids, torch.tensor(float("inf")))
+    down = torch.nextafter(mids, torch.tensor(0.0))
+    g = torch.Generator().manual_seed(5)
+    rand = torch.exp2(torch.rand(4000, generator=g) * 30 - 20)
+    sat = torch.tensor([447.9, 448.0, 463.99, 464.0, 479.0, 480.0, 1000.0, 3.0e38])
+    pos = torch.cat([grid, mids, up, down, rand, sat, torch.tensor([2.0**-10, 2.0**-9 * 1.5, 1e-30])])
+    x = torch.cat([pos, -pos]).contiguous()
+    y = torch.empty(x.numel(), dtype=torch.uint8)
+    _encode_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+    want = formats.e4m3_encode(x)
+    bad = (y != want).nonzero().flatten()
+    assert bad.numel() == 0, f"{bad.numel()} mismatches, e.g. x={x[bad[:5]].tolist()} -> {y[bad[:5]].tolist()} want {want[bad[:5]].tolist()}"
+
+
+def test_bad_arguments_are_named():
+    q, k, v = _inputs(1, 10, 10, 1, 64, seed=1)
+    with pytest.raises(ValueError, match="q must be"):
+        prepare.prepare_fp8(q[0], k, v)
+    with pytest.raises(ValueError, match="k and v"):
+        prepare.prepare_fp8(q, k, v[:, :5])
+    with pytest.raises(ValueError, match="backend"):
+        prepare.prepare_fp8(q, k, v, backend="cuda")

@@ -1,0 +1,119 @@
+"""The Triton fp8 / direct-p attention kernel against the reference, on CPU (Triton interpreter).
+
+The interpreter runs the kernel's own code: the same tiles, the FP8 dots (it multiplies the E4M3
+values exactly and sums in FP32), the FMA-only Direct-P byte map and the online softmax. Two
+interpreter casts are wrong (FP32 -> FP8 mis-rounds across a binade, FP32 -> BF16 truncates), so
+under the interpreter the kernel uses its bit-arithmetic conversions (HW_CVT=False); the hardware
+casts are checked on the GPU by scripts/check_triton_device.py.
+
+Tolerance against the reference: only the FP32 summation order of the two dots differs
+(numpy vs torch), which moves scores by a few ulp; that flips a P byte or a BF16 output rounding
+only next to a rounding tie. So outputs agree to a relative L2 error <= 1e-3 (one BF16 ulp is
+2^-8 = 3.9e-3; a flip changes one element by about one ulp) and at most 1% of BF16 outputs
+differ at all. Against float64 exact attention we check that the kernel's error equals the
+reference's (the mode's own error) to 2%.
+"""
+import importlib
+import math
+import os
+import sys
+
+os.environ["TRITON_INTERPRET"] = "1"
+
+import pytest
+import torch
+
+pytest.importorskip("triton", reason="triton is not installed: the Triton kernel cannot run")
+
+import wan_fp4  # noqa: E402
+from wan_fp4 import reference  # noqa: E402
+from wan_fp4.kernels import prepare  # noqa: E402
+
+if type(prepare._quant_rows_kernel).__name__ != "InterpretedFunction":
+    # imported earlier without the interpreter (another test module): rebuild the kernels
+    importlib.reload(prepare)
+    if "wan_fp4.kernels.triton.attention" in sys.modules:
+        importlib.reload(sys.modules["wan_fp4.kernels.triton.attention"])
+from wan_fp4.kernels.triton import attention as tri  # noqa: E402
+
+REL_L2_VS_REF = 1e-3
+MAX_DIFFERING_FRACTION = 0.01
+
+
+def _inputs(b, sq, skv, h, d, seed):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(b, sq, h, d, generator=g)
+    k = torch.randn(b, skv, h, d, generator=g) * 1.5 + torch.randn(b, 1, h, d, generator=g)
+    v = torch.randn(b, skv, h, d, generator=g)
+    return q.bfloat16(), k.bfloat16(), v.bfloat16()
+
+
+def _exact(q, k, v, scale):
+    qd, kd, vd = (t.double().transpose(1, 2) for t in (q, k, v))
+    p = torch.softmax(qd @ kd.transpose(-1, -2) * scale, dim=-1)
+    return (p @ vd).transpose(1, 2)
+
+
+def _rel_l2(a, b):
+    a, b = a.double(), b.double()
+    return ((a - b).norm() / b.norm()).item()
+
+
+CASES = [  # (B, Sq, Skv, H, D): ragged tiles, Sq != Skv both ways, B > 1, both head dims
+    (2, 200, 333, 3, 64),
+    (1, 129, 100, 2, 128),
+]
+
+
+@pytest.mark.parametrize("mode", ["fp8", "direct-p"])
+@pytest.mark.parametrize("case", CASES, ids=lambda s: "x".join(map(str, s)))
+def test_matches_reference(mode, case):
+    b, sq, skv, h, d = case
+    q, k, v = _inputs(b, sq, skv, h, d, seed=sum(case) + len(mode))
+    out, lse = tri.triton_attention(q, k, v, mode, return_lse=True)
+    ref, ref_lse = reference.attention(q, k, v, mode, return_lse=True)
+    assert out.shape == q.shape and out.dtype == q.dtype
+    assert torch.isfinite(out).all()
+    err = _rel_l2(out, ref)
+    differing = (out != ref).float().mean().item()
+    assert err <= REL_L2_VS_REF, f"rel L2 vs reference {err:.2e}"
+    assert differing <= MAX_DIFFERING_FRACTION, f"{differing:.2%} of outputs differ"
+    # LSE: log of the same l, so it agrees to FP32 rounding of the sums (1e-4 absolute is ~1000 ulp)
+    assert (lse - ref_lse).abs().max().item() <= 1e-4
+    # The mode's true error (vs float64 exact attention) is the reference's, not ours.
+    scale = 1 / math.sqrt(d)
+    exact = _exact(q, k, v, scale)
+    e_kernel, e_ref = _rel_l2(out, exact), _rel_l2(ref, exact)
+    assert abs(e_kernel - e_ref) <= 0.02 * e_ref, f"kernel {e_kernel:.4f} vs reference {e_ref:.4f}"
+    assert e_kernel < 0.15, f"{mode} error vs exact attention {e_kernel:.3f} is implausibly large"
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_custom_scale_strided_inputs_and_fp16(dtype):
+    q, k, v = (t.to(dtype) for t in _inputs(1, 140, 260, 2, 64, seed=9))
+    qs = q.transpose(1, 2).contiguous().transpose(1, 2)  # (B, S, H, D) view with head-major storage
+    out = tri.triton_attention(qs, k, v, "direct-p", scale=0.05)
+    ref = reference.attention(q, k, v, "direct-p", scale=0.05)
+    assert out.dtype == dtype
+    assert _rel_l2(out, ref) <= REL_L2_VS_REF
+
+
+def test_dispatch_runs_the_triton_kernel():
+    q, k, v = _inputs(1, 130, 131, 2, 64, seed=4)
+    out = wan_fp4.attention(q, k, v, mode="fp8", kernel="triton")
+    ref = reference.attention(q, k, v, "fp8")
+    assert _rel_l2(out, ref) <= REL_L2_VS_REF
+
+
+def test_unsupported_inputs_are_refused_with_a_reason():
+    q, k, v = _inputs(1, 20, 20, 1, 80, seed=2)
+    ok, why = tri.is_supported(q, k, v, "direct-p")
+    assert not ok and "head dim 80" in why
+    with pytest.raises(ValueError, match="head dim 80"):
+        tri.triton_attention(q, k, v, "direct-p")
+    q, k, v = _inputs(1, 20, 20, 1, 64, seed=2)
+    ok, why = tri.is_supported(q, k, v, "direct-p-fp4")
+    assert not ok and "mode" in why
+    ok, why = tri.is_supported(q, k[:, :, :, :32], v, "fp8")
+    assert not ok and "shapes" in why
+    assert tri.is_supported(q, k, v, "fp8") == (True, "")

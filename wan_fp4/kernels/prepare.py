@@ -1,0 +1,295 @@
+"""FP8 quantisation pre-pass for the fp8 and direct-p kernels (docs/NUMERICS.md, "operands").
+
+Input: BF16/FP16/FP32 q, k, v of shape (B, S, H, D) (diffusers' layout, any strides).
+Output: a `PreparedFP8` in the layout every FP8 attention kernel of this package consumes
+(the Triton kernel here and the CuTe sm90 kernel):
+
+    q8     (B, H, Sq_pad, D)   float8_e4m3fn, contiguous; rows >= Sq are zero codes
+    k8     (B, H, Skv_pad, D)  float8_e4m3fn, contiguous; K smoothed by its mean; rows >= Skv zero
+    v8t    (B, H, D, Skv_pad)  float8_e4m3fn, contiguous: V transposed, so the PV product reads
+                               it K-major (keys contiguous), as FP8 wgmma needs; columns >= Skv zero
+    q_scale (B, H, Sq_pad/128)  float32, one power-of-two scale per 128-query block
+    k_scale (B, H, Skv_pad/128) float32, one per 128-key block (of the smoothed K)
+    v_scale (B, H, D)           float32, one per channel over all keys
+    k_mean  (B, H, D)           float32, the per-channel key mean that was subtracted
+
+S_pad is S rounded up to a multiple of 128 (TILE_N), so a kernel's full 128-row tiles never read
+out of bounds; padded keys must still be masked (probability 0), padded queries not written.
+Every (b, h) slice is contiguous, so it is a plain 2-D TMA box for a Hopper kernel.
+
+Codes and scales equal `wan_fp4.reference.quantize_fp8` bit for bit (tests/test_prepare.py;
+scripts/check_triton_device.py on the GPU). Two implementations:
+- Triton (CUDA tensors on sm89+, or any tensor under TRITON_INTERPRET=1): one fused pass per
+  tensor (load tile, amax, power-of-two scale, scale, cast, store). The K mean and the V channel
+  amax are whole-sequence reductions and run first in torch: the amax is order-free, and the
+  mean uses the reference's own expression, since an FP32 sum's bits depend on its order.
+  H200 (scripts/check_triton_device.py): 0.41 ms at B1 H12 S32760 D128, 1.16 ms at H40, 2.57 ms
+  at H40 S75600; 4.2%, 3.6% and 1.5% of the direct-p attention time.
+- torch (everything else): the same arithmetic in plain PyTorch, used on CPU.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+
+from ..modes import E4M3_MAX, QK_SCALE_BLOCK, TILE_N
+
+try:  # Triton is optional: CPU installs use the torch path.
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover - exercised only where triton is missing
+    triton = None
+
+_INV_E4M3_MAX = 1.0 / E4M3_MAX  # rounded to float32 where used: fl(1/448), as NUMERICS says
+
+
+@dataclass
+class PreparedFP8:
+    q8: torch.Tensor
+    k8: torch.Tensor
+    v8t: torch.Tensor
+    q_scale: torch.Tensor
+    k_scale: torch.Tensor
+    v_scale: torch.Tensor
+    k_mean: torch.Tensor
+    seq_q: int
+    seq_kv: int
+
+    def reference_layout(self) -> dict:
+        """The fields of `reference.quantize_fp8` in its layout ((B,S,H,D) codes, (B,blocks,H) scales)."""
+        return {
+            "q8": self.q8[:, :, : self.seq_q].permute(0, 2, 1, 3),
+            "k8": self.k8[:, :, : self.seq_kv].permute(0, 2, 1, 3),
+            "v8": self.v8t[..., : self.seq_kv].permute(0, 3, 1, 2),
+            "q_scale": self.q_scale.transpose(1, 2),
+            "k_scale": self.k_scale.transpose(1, 2),
+            "v_scale": self.v_scale,
+            "k_mean": self.k_mean,
+        }
+
+
+def _padded(s: int) -> int:
+    return -(-s // TILE_N) * TILE_N
+
+
+def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dim() != 4:
+            raise ValueError(f"{name} must be (B, S, H, D), got shape {tuple(t.shape)}")
+        if not t.is_floating_point():
+            raise TypeError(f"{name} must be a floating tensor, got {t.dtype}")
+    if k.shape != v.shape:
+        raise ValueError(f"k and v must have the same shape, got {tuple(k.shape)} and {tuple(v.shape)}")
+    (bq, _, hq, dq), (bk, skv, hk, dk) = q.shape, k.shape
+    if (bq, hq, dq) != (bk, hk, dk):
+        raise ValueError(f"q {tuple(q.shape)} and k {tuple(k.shape)} disagree in B, H or D")
+    if skv == 0 or q.shape[1] == 0:
+        raise ValueError("sequence lengths must be positive")
+    if not (q.device == k.device == v.device):
+        raise ValueError(f"q, k, v must be on one device, got {q.device}, {k.device}, {v.device}")
+
+
+def _k_mean(k: torch.Tensor) -> torch.Tensor:
+    """Per-(b, h, channel) FP32 mean over keys -> (B, H, D).
+
+    This is the one reduction whose FP32 result depends on summation order; we use the same torch
+    expression as the reference so that, on the same device, the bits agree.
+    """
+    return k.to(torch.float32).mean(dim=1)
+
+
+def _v_amax(v: torch.Tensor) -> torch.Tensor:
+    """Per-(b, h, channel) max |v| over keys -> (B, H, D) float32 (order-free, hence exact anywhere)."""
+    lo, hi = torch.aminmax(v, dim=1)
+    return torch.maximum(-lo, hi).to(torch.float32)
+
+
+def pow2_scale(amax: torch.Tensor) -> torch.Tensor:
+    """NUMERICS' power-of-two scale: 2^ceil(log2 fl(amax * fl(1/448))), read off the FP32 bits; 1 for 0."""
+    r = amax.to(torch.float32) * torch.tensor(_INV_E4M3_MAX, dtype=torch.float32)
+    bits = r.view(torch.int32)
+    e = (bits >> 23) & 0xFF
+    t = torch.where((bits & 0x7FFFFF) == 0, e - 127, e - 126)
+    t = torch.where(amax == 0, torch.zeros_like(t), t)  # t = -127 when r underflows to 0: 2^-127
+    return torch.ldexp(torch.ones_like(r), t)
+
+
+def _e4m3_torch(x: torch.Tensor) -> torch.Tensor:
+    """RNE, saturating at +-448 (torch's own cast turns overflow into NaN, so clamp first)."""
+    return x.clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+
+
+# ------------------------------------------------------------------------------------ torch path
+def _prepare_torch(q, k, v) -> PreparedFP8:
+    B, Sq, H, D = q.shape
+    Skv = k.shape[1]
+    sq_pad, skv_pad = _padded(Sq), _padded(Skv)
+
+    def blockwise(x: torch.Tensor, s_pad: int):  # x: (B, H, S, D) float32
+        x = torch.nn.functional.pad(x, (0, 0, 0, s_pad - x.shape[2]))
+        blocks = x.view(B, H, s_pad // QK_SCALE_BLOCK, QK_SCALE_BLOCK, D)
+        scale = pow2_scale(blocks.abs().amax(dim=(3, 4)))
+        codes = _e4m3_torch(blocks / scale[..., None, None]).view(B, H, s_pad, D)
+        return codes, scale
+
+    q8, q_scale = blockwise(q.to(torch.float32).permute(0, 2, 1, 3), sq_pad)
+    k_mean = _k_mean(k)
+    ks = k.to(torch.float32).permute(0, 2, 1, 3) - k_mean[:, :, None, :]
+    k8, k_scale = blockwise(ks, skv_pad)
+    v_scale = pow2_scale(_v_amax(v))
+    vt = v.to(torch.float32).permute(0, 2, 3, 1) / v_scale[..., None]
+    v8t = _e4m3_torch(torch.nn.functional.pad(vt, (0, skv_pad - Skv)))
+    return PreparedFP8(q8.contiguous(), k8.contiguous(), v8t.contiguous(), q_scale, k_scale,
+                       v_scale, k_mean, Sq, Skv)
+
+
+# ----------------------------------------------------------------------------------- Triton path
+if triton is not None:
+
+    @triton.jit
+    def _pow2_scale_tl(amax):
+        """Returns (scale, 1/scale) as exact powers of two; see pow2_scale."""
+        r = amax * 0.002232142857142857  # fl32(1/448)
+        bits = r.to(tl.int32, bitcast=True)
+        e = (bits >> 23) & 0xFF
+        t = tl.where((bits & 0x7FFFFF) == 0, e - 127, e - 126)
+        t = tl.where(amax == 0.0, 0, t)
+        # t = -127 only when r underflows to 0 (FP32 inputs below ~3e-43): 2^-127 is subnormal
+        scale = tl.where(t > -127, (t + 127) << 23, 1 << 22).to(tl.float32, bitcast=True)
+        inv = ((127 - t) << 23).to(tl.float32, bitcast=True)
+        return scale, inv
+
+    @triton.jit
+    def e4m3_rne_sat(x, HW_CVT: tl.constexpr):
+        """float32 -> E4M3FN, round to nearest even, saturating at +-448 (finite inputs).
+
+        HW_CVT uses the hardware convert (cvt.rn.satfinite on sm89+). Otherwise integer bit
+        arithmetic, which is what the Triton CPU interpreter needs: its own fp8 cast mis-rounds
+        values that carry into the next binade (e.g. 31.9 -> 16).
+        """
+        if HW_CVT:
+            out = x.to(tl.float8e4nv)
+        else:
+            bits = x.to(tl.int32, bitcast=True)
+            sign = (bits >> 24) & 0x80
+            a = tl.minimum(tl.abs(x), 480.0)  # anything >= 464 saturates; keeps the int math small
+            ab = a.to(tl.int32, bitcast=True)
+            # normal range: round the mantissa to 3 bits (RNE; a carry bumps the exponent), rebias 127 -> 7
+            normal = ((ab + 0x7FFFF + ((ab >> 20) & 1)) >> 20) - (120 << 3)
+            # below 2^-6 the E4M3 step is 2^-9: rne(a * 512) by the magic-number add
+            sub = ((a * 512.0 + 12582912.0).to(tl.int32, bitcast=True)) & 0xF
+            code = tl.where(a < 0.015625, sub, tl.minimum(normal, 126))
+            out = (code | sign).to(tl.uint8).to(tl.float8e4nv, bitcast=True)
+        return out
+
+    @triton.jit
+    def _quant_rows_kernel(x_ptr, mean_ptr, out_ptr, scale_ptr, S, H, n_blk,
+                           sxb, sxs, sxh, sxd,
+                           D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
+                           HAS_MEAN: tl.constexpr, HW_CVT: tl.constexpr):
+        """One 128-token block of one (b, h): [subtract mean], amax, scale, cast, store (B,H,S_pad,D)."""
+        blk = tl.program_id(0)
+        bh = tl.program_id(1).to(tl.int64)  # element offsets exceed 2^31 at Wan sizes with B > 4
+        b = bh // H
+        h = bh % H
+        offs_s = blk * BLOCK_S + tl.arange(0, BLOCK_S)
+        offs_d = tl.arange(0, BLOCK_D)
+        ok = (offs_s[:, None] < S) & (offs_d[None, :] < D)
+        ptrs = x_ptr + b * sxb + h * sxh + offs_s[:, None] * sxs + offs_d[None, :] * sxd
+        x = tl.load(ptrs, mask=ok, other=0.0).to(tl.float32)
+        if HAS_MEAN:
+            mu = tl.load(mean_ptr + bh * D + offs_d, mask=offs_d < D, other=0.0)
+            x = tl.where(ok, x - mu[None, :], 0.0)  # padded rows stay zero codes
+        amax = tl.max(tl.max(tl.abs(x), axis=1), axis=0)
+        scale, inv = _pow2_scale_tl(amax)
+        codes = e4m3_rne_sat(x * inv, HW_CVT)  # x * 2^-t == x / 2^t exactly
+        s_pad = n_blk * BLOCK_S
+        out = out_ptr + bh * s_pad * D + offs_s[:, None] * D + offs_d[None, :]
+        tl.store(out, codes, mask=offs_d[None, :] < D)
+        tl.store(scale_ptr + bh * n_blk + blk, scale)
+
+    @triton.jit
+    def _quant_v_kernel(v_ptr, amax_ptr, out_ptr, scale_ptr, S, H, s_pad,
+                        svb, svs, svh, svd,
+                        D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
+                        HW_CVT: tl.constexpr):
+        """One 128-key block of one (b, h): per-channel scale, cast, store transposed (B,H,D,S_pad)."""
+        blk = tl.program_id(0)
+        bh = tl.program_id(1).to(tl.int64)
+        b = bh // H
+        h = bh % H
+        offs_s = blk * BLOCK_S + tl.arange(0, BLOCK_S)
+        offs_d = tl.arange(0, BLOCK_D)
+        ok = (offs_s[:, None] < S) & (offs_d[None, :] < D)
+        x = tl.load(v_ptr + b * svb + h * svh + offs_s[:, None] * svs + offs_d[None, :] * svd,
+                    mask=ok, other=0.0).to(tl.float32)
+        amax = tl.load(amax_ptr + bh * D + offs_d, mask=offs_d < D, other=0.0)
+        scale, inv = _pow2_scale_tl(amax)
+        codes = e4m3_rne_sat(x * inv[None, :], HW_CVT)
+        out = out_ptr + bh * D * s_pad + offs_d[None, :] * s_pad + offs_s[:, None]
+        tl.store(out, codes, mask=offs_d[None, :] < D)
+        if blk == 0:
+            tl.store(scale_ptr + bh * D + offs_d, scale, mask=offs_d < D)
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def triton_usable(t: torch.Tensor) -> bool:
+    """Whether the Triton path can run on this tensor's device (sm89+ for FP8, or the interpreter)."""
+    if triton is None:
+        return False
+    if _interpreting():
+        return t.device.type == "cpu"
+    return t.is_cuda and torch.cuda.get_device_capability(t.device) >= (8, 9)
+
+
+def _prepare_triton(q, k, v, hw_cvt: bool) -> PreparedFP8:
+    B, Sq, H, D = q.shape
+    Skv = k.shape[1]
+    sq_pad, skv_pad = _padded(Sq), _padded(Skv)
+    nq, nk = sq_pad // QK_SCALE_BLOCK, skv_pad // QK_SCALE_BLOCK
+    dev = q.device
+    f8 = torch.float8_e4m3fn
+    q8 = torch.empty(B, H, sq_pad, D, dtype=f8, device=dev)
+    k8 = torch.empty(B, H, skv_pad, D, dtype=f8, device=dev)
+    v8t = torch.empty(B, H, D, skv_pad, dtype=f8, device=dev)
+    q_scale = torch.empty(B, H, nq, dtype=torch.float32, device=dev)
+    k_scale = torch.empty(B, H, nk, dtype=torch.float32, device=dev)
+    v_scale = torch.empty(B, H, D, dtype=torch.float32, device=dev)
+    k_mean = _k_mean(k).contiguous()
+    v_amax = _v_amax(v).contiguous()
+    block_d = triton.next_power_of_2(D)
+    meta = dict(D=D, BLOCK_D=block_d, BLOCK_S=QK_SCALE_BLOCK, HW_CVT=hw_cvt, num_warps=8)
+    _quant_rows_kernel[(nq, B * H)](q, q_scale, q8, q_scale, Sq, H, nq, *q.stride(),
+                                    HAS_MEAN=False, **meta)
+    _quant_rows_kernel[(nk, B * H)](k, k_mean, k8, k_scale, Skv, H, nk, *k.stride(),
+                                    HAS_MEAN=True, **meta)
+    _quant_v_kernel[(nk, B * H)](v, v_amax, v8t, v_scale, Skv, H, skv_pad, *v.stride(), **meta)
+    return PreparedFP8(q8, k8, v8t, q_scale, k_scale, v_scale, k_mean, Sq, Skv)
+
+
+def prepare_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, backend: str = "auto",
+                hw_cvt: bool | None = None) -> PreparedFP8:
+    """Quantise (B, S, H, D) q, k, v for the fp8 / direct-p kernels; see the module docstring.
+
+    backend: "auto" (Triton where `triton_usable`, else torch), "triton" or "torch".
+    hw_cvt: Triton only; None = the hardware FP8 convert on CUDA, the bit-arithmetic encoder under
+      the interpreter. False on CUDA checks the bit-arithmetic encoder against the hardware.
+    """
+    _check_inputs(q, k, v)
+    if backend not in ("auto", "triton", "torch"):
+        raise ValueError(f"backend must be 'auto', 'triton' or 'torch', got {backend!r}")
+    use_triton = backend == "triton" or (backend == "auto" and triton_usable(q))
+    if not use_triton:
+        return _prepare_torch(q, k, v)
+    if not triton_usable(q):
+        raise RuntimeError(
+            f"backend='triton' needs a CUDA tensor on sm89+ or TRITON_INTERPRET=1 with a CPU tensor; "
+            f"got device {q.device} (triton {'missing' if triton is None else 'present'})")
+    if hw_cvt is None:
+        hw_cvt = q.is_cuda
+    return _prepare_triton(q, k, v, hw_cvt)
