@@ -76,3 +76,16 @@ def test_torch_compile_fullgraph_sees_one_op():
 
     compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
     assert torch.equal(compiled(q, k, v), f(q, k, v))
+
+
+@pytest.mark.parametrize("name", ["triton", "sm90-cute", "sm100-cute", "fp4-emulation"])
+def test_every_kernel_answers_the_support_question(name):
+    # dispatch asks every kernel the same question, FP4 map included; on CPU each says no and why
+    from wan_fp4.dispatch import kernel_available
+
+    q, k, v = _qkv(d=128, seed=7)
+    for mode in wan_fp4.MODES[1:]:
+        ok, why = kernel_available(name, q, k, v, mode, wan_fp4.FP4Params(guard_margin=110.0))
+        assert isinstance(ok, bool) and isinstance(why, str)
+        if name != "triton":  # the Triton kernels run on CPU under the interpreter
+            assert not ok and why

@@ -133,9 +133,8 @@ def kernel_available(name, q, k, v, mode, fp4: FP4Params | None = None):
     module = _kernel_module(name)
     if module is None:
         return False, f"{_KERNELS[name][0]} could not be imported"
-    if mode == "direct-p-fp4":  # FP4 kernels may not take every map (e.g. the guard)
-        return module.is_supported(q, k, v, mode, fp4=fp4 or FP4Params())
-    return module.is_supported(q, k, v, mode)
+    # every kernel's is_supported takes the FP4 map: an FP4 kernel may not take every map (the guard)
+    return module.is_supported(q, k, v, mode, fp4=fp4 or FP4Params())
 
 
 @lru_cache(maxsize=None)

@@ -24,7 +24,7 @@ def _dsl_available() -> bool:
     return importlib.util.find_spec("cutlass") is not None
 
 
-def is_supported(q, k, v, mode) -> tuple[bool, str]:
+def is_supported(q, k, v, mode, fp4=None) -> tuple[bool, str]:
     if mode not in MODES:
         return False, f"sm90 kernel serves modes {MODES}, not {mode!r}"
     if not (q.is_cuda and k.is_cuda and v.is_cuda):

@@ -181,7 +181,7 @@ def _attn_fwd_kernel(q8, k8, v8t, q_scale, k_scale, v_scale, k_mean, out, lse, c
         tl.store(lse + bh.to(tl.int64) * Sq + offs_m, lse_i, mask=offs_m < Sq)
 
 
-def is_supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mode: str) -> tuple[bool, str]:
+def is_supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mode: str, fp4=None) -> tuple[bool, str]:
     """Whether `triton_attention` can run these inputs, and if not, why (for dispatch's fallback)."""
     if mode not in SUPPORTED_MODES:
         return False, f"mode {mode!r} is not one of the Triton kernel's modes {SUPPORTED_MODES}"
