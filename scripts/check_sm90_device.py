@@ -127,6 +127,7 @@ def do_check():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     gen = torch.Generator(device="cuda").manual_seed(20261129)
+    accum_probe(gen)  # the FP8 tensor-core accumulation floor docs/NUMERICS.md cites
     ok = True
     try:
         ok &= check_prebuilt_and_layout(gen)
