@@ -170,7 +170,48 @@ def test_p_scale_word_matches_cute_atom():
 
 
 # -------------------------------------------------------------------------------------- AOT
+# The prebuilt sm100a kernel (wan_fp4/kernels/prebuilt/sm100a, loaded by sm100/aot.py through the
+# general mechanism in wan_fp4/kernels/aot.py) is checked here up to the launch: the shim links,
+# needs only libc, its symbols resolve and its signature is what launch.py passes, the loader
+# refuses stale artifacts and falls back to JIT. Launching it needs a Blackwell GPU (none here):
+# scripts/verify_sm100.py on a B200/GB200 runs it (WAN_FP4_SM100_PREBUILT=0 runs the JIT kernel).
+REBUILD = "python scripts/build_prebuilt.py --only sm100"
+
+
+def _need_toolchain():
+    import shutil
+
+    from wan_fp4.kernels import aot
+
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler")
+    try:
+        aot.cuda_home()
+    except FileNotFoundError:
+        pytest.skip("no CUDA headers (cuda_runtime.h)")
+
+
+def _copy_artifacts(dst, source_hash=None):
+    """The committed .h/.o in dst, with a manifest naming source_hash (default: the committed one)."""
+    import json
+    import shutil
+
+    from wan_fp4.kernels.sm100 import aot as sm100_aot
+
+    src = sm100_aot.PREBUILT.directory
+    for ext in (".h", ".o"):
+        shutil.copy(src / f"{sm100_aot.NAME}{ext}", dst / f"{sm100_aot.NAME}{ext}")
+    man = json.loads((src / "manifest.json").read_text())
+    if source_hash is not None:
+        man["source_hash"] = source_hash
+    (dst / "manifest.json").write_text(json.dumps(man))
+    return dst
+
+
 def test_aot_export(tmp_path):
+    from wan_fp4.kernels import aot
+    from wan_fp4.kernels.sm100 import aot as sm100_aot
+
     out = subprocess.run([sys.executable, "-m", "wan_fp4.kernels.sm100.aot", str(tmp_path)],
                          capture_output=True, text=True, timeout=300,
                          cwd=os.path.dirname(os.path.dirname(__file__)))
@@ -178,6 +219,97 @@ def test_aot_export(tmp_path):
     header = (tmp_path / "wan_fp4_direct_p_fp4_sm100a.h").read_text()
     assert "cute_dsl_wan_fp4_direct_p_fp4_sm100a_wrapper" in header
     assert (tmp_path / "wan_fp4_direct_p_fp4_sm100a.o").read_bytes()[:4] == b"\x7fELF"
+    # a fresh export has the committed wrapper signature, which is what launch.py passes
+    committed = (sm100_aot.PREBUILT.directory / f"{sm100_aot.NAME}.h").read_text()
+    sig = [t for t, _ in aot.wrapper_signature(header, sm100_aot.NAME)]
+    assert sig == [t for t, _ in aot.wrapper_signature(committed, sm100_aot.NAME)] == list(sm100_aot.SIGNATURE)
+
+
+def test_prebuilt_manifest_matches_kernel_sources():
+    """CI catches a kernel edit without a rebuild (the loader would ignore the stale artifact)."""
+    from wan_fp4.kernels.sm100 import aot as sm100_aot
+
+    pb = sm100_aot.PREBUILT
+    man = pb.read_manifest()
+    assert man is not None, f"no {pb.directory}/manifest.json: run `{REBUILD}` and commit the .h/.o/manifest"
+    assert man["source_hash"] == pb.source_hash(), (
+        f"the prebuilt sm100a kernel was built from other sources ({man['source_hash']} != {pb.source_hash()}): "
+        f"run `{REBUILD}` and commit wan_fp4/kernels/prebuilt/sm100a/*.h, *.o and manifest.json")
+    assert man["arch"] == "sm_100a" and sm100_aot.NAME in man["kernels"]
+    assert pb.check(sm100_aot.NAME) is None
+    for ext in (".h", ".o"):
+        assert (pb.directory / f"{sm100_aot.NAME}{ext}").is_file(), f"run `{REBUILD}`"
+
+
+def test_prebuilt_shim_links_on_first_use_and_resolves(tmp_path, monkeypatch):
+    """First use links the shim from the committed .o into the cache; the .so needs only libc; both
+    shim symbols resolve by ctypes; the signature is the one launch.py packs."""
+    import dataclasses
+
+    from wan_fp4.kernels import aot
+    from wan_fp4.kernels.sm100 import aot as sm100_aot
+    from wan_fp4.kernels.sm100.launch import scalar_args
+
+    _need_toolchain()
+    monkeypatch.setenv("WAN_FP4_CACHE", str(tmp_path / "cache"))
+    pb = dataclasses.replace(sm100_aot.PREBUILT, directory=_copy_artifacts(tmp_path))
+    so = pb.find(sm100_aot.NAME)
+    assert so == pb.cache_dir(pb.source_hash()) / f"lib{sm100_aot.NAME}.so"
+    assert so.is_relative_to(tmp_path / "cache" / "sm100a")
+    assert pb.find(sm100_aot.NAME, build=False) == so  # found again without relinking
+    ldd = subprocess.run(["ldd", str(so)], capture_output=True, text=True).stdout
+    for dep in ("libcudart", "libcuda.so", "cute_dsl", "cutlass", "libnvrtc"):
+        assert dep not in ldd, f"{so.name} depends on {dep}:\n{ldd}"
+    shim = aot.bind(so, sm100_aot.NAME)
+    assert callable(shim.load) and callable(shim.run)
+    assert shim.signature == sm100_aot.SIGNATURE
+    # launch.py passes 8 pointers, then scalar_args(args), then the stream handle
+    q = torch.zeros(1, 300, 2, 128)
+    args = sm100.build_launch_args(pack.prepare_operands(q, q, q), 1 / math.sqrt(128), FP4Params(), 148)
+    kinds = {int: ("int32_t",), float: ("float",)}
+    assert [k for a in scalar_args(args) for k in kinds[type(a)]] == list(sm100_aot.SIGNATURE[8:-1])
+    if not torch.cuda.is_available():
+        # everything up to the launch: loading the module needs a driver, so it reports an error
+        # (and the launcher logs it and returns None: JIT)
+        assert shim.load() != 0
+        assert pb.launcher(sm100_aot.NAME, expect=sm100_aot.SIGNATURE) is None
+
+
+def test_prebuilt_refused_when_sources_changed(tmp_path, monkeypatch, caplog):
+    """A manifest hash other than the sources' makes the loader refuse the artifact (even with a
+    linked .so next to it) and log why once; sm100_attention then JIT-compiles."""
+    import dataclasses
+    import logging
+
+    from wan_fp4.kernels.sm100 import aot as sm100_aot
+
+    monkeypatch.setenv("WAN_FP4_CACHE", str(tmp_path / "cache"))
+    d = _copy_artifacts(tmp_path, source_hash="0123456789abcdef")
+    (d / f"lib{sm100_aot.NAME}.so").write_bytes(b"")
+    pb = dataclasses.replace(sm100_aot.PREBUILT, directory=d)
+    with caplog.at_level(logging.INFO, logger="wan_fp4.sm100"):
+        assert pb.find(sm100_aot.NAME) is None
+        assert pb.launcher(sm100_aot.NAME, expect=sm100_aot.SIGNATURE) is None
+    msgs = [r.getMessage() for r in caplog.records if r.name == "wan_fp4.sm100"]
+    assert len(msgs) == 1, msgs  # logged once
+    assert "JIT instead of prebuilt" in msgs[0] and "other kernel sources" in msgs[0] and REBUILD in msgs[0]
+    assert not (tmp_path / "cache").exists()  # nothing linked for a stale artifact
+    # the real loader, and the switch that forces JIT
+    monkeypatch.setattr(sm100_aot, "PREBUILT", pb)
+    assert sm100_aot.prebuilt_launcher() is None
+    monkeypatch.setenv("WAN_FP4_SM100_PREBUILT", "0")
+    assert not pb.enabled()
+
+
+def test_shim_generation_rejects_unsupported_wrappers():
+    from wan_fp4.kernels import aot
+
+    hdr = ("static inline int32_t cute_dsl_k_wrapper(k_Kernel_Module_t *module, k_Tensor_a_t a, "
+           "cudaStream_t stream) {")
+    with pytest.raises(ValueError, match="not supported"):
+        aot.wrapper_signature(hdr, "k")
+    with pytest.raises(ValueError, match="stream last"):
+        aot.wrapper_signature("cute_dsl_k_wrapper(k_Kernel_Module_t *module, void *p, int32_t n) {", "k")
 
 
 # ------------------------------------------------------------- the P map, modelled bit-exactly

@@ -217,7 +217,7 @@ def test_aot_shim_links_and_symbols_resolve(tmp_path):
     if shutil.which("cc") is None and shutil.which("gcc") is None:
         pytest.skip("no C compiler")
     try:
-        aot._cuda_home()
+        aot.cuda_home()
     except FileNotFoundError:
         pytest.skip("no CUDA headers")
     # export_to_c needs the DSL runtime loaded in-process on a GPU-less box: do it in a child
@@ -238,8 +238,9 @@ def test_aot_shim_links_and_symbols_resolve(tmp_path):
                          env=env, cwd=str(Path(__file__).resolve().parent.parent))
     assert run.returncode == 0, run.stderr[-2000:]
     so = aot.link_shim(name, tmp_path, tmp_path / f"lib{name}.so")
-    _, load, launch = aot.bind(so, name)
-    assert load is not None and launch is not None
+    shim = aot.bind(so, name)
+    assert callable(shim.load) and callable(shim.run)
+    assert shim.signature == aot.SIGNATURE  # what prebuilt_launcher passes
     ldd = subprocess.run(["ldd", str(so)], capture_output=True, text=True).stdout
     assert "libcudart.so" not in ldd and "libcute_dsl" not in ldd  # static: needs only libc + driver
 
@@ -255,3 +256,21 @@ def test_aot_ignores_artifacts_of_other_sources(tmp_path):
     assert aot.find("direct-p", 128, directory=tmp_path, build=False) is None
     (tmp_path / "manifest.json").write_text(json.dumps({"source_hash": aot.source_hash(), "kernels": {name: {}}}))
     assert aot.find("direct-p", 128, directory=tmp_path, build=False) == tmp_path / f"lib{name}.so"
+
+
+def test_aot_prebuilt_manifest_matches_kernel_sources():
+    """CI catches a kernel edit without a rebuild (the loader would ignore the stale artifacts)."""
+    from wan_fp4.kernels.sm90 import aot
+
+    rebuild = "python scripts/build_prebuilt.py --only sm90"
+    man = aot.PREBUILT.read_manifest()
+    assert man is not None, f"no prebuilt sm90a manifest: run `{rebuild}` and commit the .h/.o/manifest"
+    assert man["source_hash"] == aot.source_hash(), (
+        f"the prebuilt sm90a kernels were built from other sources ({man['source_hash']} != {aot.source_hash()}): "
+        f"run `{rebuild}` and commit wan_fp4/kernels/prebuilt/sm90a/*.h, *.o and manifest.json")
+    for mode in sm90.MODES:
+        for d in sm90.HEAD_DIMS:
+            name = aot.kernel_name(mode, d)
+            assert aot.PREBUILT.check(name) is None, f"run `{rebuild}`"
+            for ext in (".h", ".o"):
+                assert (aot.PREBUILT.directory / f"{name}{ext}").is_file(), f"run `{rebuild}`"

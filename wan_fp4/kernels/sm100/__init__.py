@@ -4,7 +4,9 @@ Status: compiled for sm_100a and its PTX inspected on a machine with no GPU; it 
 on hardware. `scripts/verify_sm100.py` is the one command a B200/GB200 owner runs to check it
 against `wan_fp4.reference.attention(..., mode="direct-p-fp4")` and time it.
 
-Importing this package needs only torch; the CuTe DSL is imported when a kernel is compiled.
+The kernel ships prebuilt (AOT, wan_fp4/kernels/prebuilt/sm100a, loaded through a C shim: see
+aot.py) and is JIT-compiled instead when the prebuilt one does not match the sources. Importing
+this package needs only torch; the CuTe DSL is imported when a kernel is compiled.
 """
 from __future__ import annotations
 
@@ -49,7 +51,10 @@ def is_supported(q, k, v, mode: str = MODE, fp4: FP4Params | None = None) -> tup
     if cap != SUPPORTED_CAPABILITY:
         return False, f"device capability sm_{cap[0]}{cap[1]} is not sm_100 (B200/GB200)"
     if importlib.util.find_spec("cutlass") is None:
-        return False, "nvidia-cutlass-dsl is not installed"
+        from .aot import NAME, PREBUILT
+
+        if PREBUILT.find(NAME, build=False) is None:
+            return False, "nvidia-cutlass-dsl is not installed and no prebuilt sm100a kernel is built"
     return True, ""
 
 

@@ -1,69 +1,63 @@
-"""Ahead-of-time export of the sm100a kernel (header + object with the cubin embedded).
+"""Prebuilt (ahead-of-time) sm100a kernel: the sm100 entry of the general mechanism in
+wan_fp4/kernels/aot.py (export, C shim, manifest/hash check, first-use link, ctypes, JIT fallback).
 
-Rebuild (from the repository root, no GPU needed):
+Artifacts: wan_fp4/kernels/prebuilt/sm100a/ (`python scripts/build_prebuilt.py --only sm100`, no
+GPU needed): one kernel, `compile_kernel()` with its defaults, keyed by the hash of kernel.py,
+ptx.py, compile.py and the constants kernel.py imports from wan_fp4.modes. `sm100_attention`
+uses it when the hash matches, JIT otherwise; WAN_FP4_SM100_PREBUILT=0 (or WAN_FP4_PREBUILT=0)
+forces JIT. Like the kernel itself, the prebuilt launch has never run on a Blackwell GPU.
 
-    python -m wan_fp4.kernels.sm100.aot [OUT_DIR]   # default wan_fp4/kernels/prebuilt/sm100a/
-
-On a machine without a CUDA driver the DSL's object dump needs its runtime library preloaded;
-`main()` re-executes itself with LD_PRELOAD set when it is missing. The object can be linked
-into a self-contained shared library with the command printed by `link_command()`.
+    python -m wan_fp4.kernels.sm100.aot [OUT_DIR]   # export .h/.o only (default: the prebuilt folder)
 """
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
-from .compile import ARCH, compile_kernel
+from ..aot import Prebuilt, export as _export
 
+PKG = Path(__file__).resolve().parent
 NAME = "wan_fp4_direct_p_fp4_sm100a"
-OUT_DIR = Path(__file__).resolve().parent.parent / "prebuilt" / "sm100a"
+SOURCES = ("kernel.py", "ptx.py", "compile.py")
+# the wrapper's parameters as launch.py passes them: q, sfq, k, sfk, vt, sfv, out, denom;
+# seq_q, seq_kv, batch, heads, sq_pad, skv_pad; qk_log2, affine_ac, affine_a, affine_b; num_ctas; stream
+SIGNATURE = ("void*",) * 8 + ("int32_t",) * 6 + ("float",) * 4 + ("int32_t", "stream")
 
 
-def runtime_library() -> Path:
-    """libcute_dsl_runtime.so of the installed nvidia-cutlass-dsl (the cu13 flavour)."""
-    import importlib.util
+def _modes_key() -> str:
+    """kernel.py bakes these wan_fp4.modes constants into the cubin: part of the artifact's key."""
+    from ... import modes
 
-    spec = importlib.util.find_spec("nvidia_cutlass_dsl")
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("nvidia-cutlass-dsl is not installed")
-    root = Path(list(spec.submodule_search_locations)[0])
-    for flavour in ("cu13", "cu12"):
-        lib = root / flavour / "lib" / "libcute_dsl_runtime.so"
-        if lib.exists():
-            return lib
-    raise RuntimeError(f"libcute_dsl_runtime.so not found under {root}")
+    names = ("FP4_SCALE_SHIFT", "LOG2_6", "NEAREST_POW2_BIAS", "P_BLOCK", "TILE_M", "TILE_N")
+    return ";".join(f"{n}={getattr(modes, n)!r}" for n in names)
+
+
+PREBUILT = Prebuilt(arch="sm100a", gpu_arch="sm_100a", family="sm100", src_dir=PKG, sources=SOURCES,
+                    extra_key=_modes_key)
+OUT_DIR = PREBUILT.directory
+
+
+def source_hash() -> str:
+    return PREBUILT.source_hash()
 
 
 def export(out_dir: Path = OUT_DIR, name: str = NAME) -> list[Path]:
     """Compile for sm_100a and write `<name>.h` and `<name>.o` into out_dir; returns the paths."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    compiled = compile_kernel()
-    compiled.export_to_c(str(out_dir), name)
-    paths = [out_dir / f"{name}.h", out_dir / f"{name}.o"]
-    missing = [str(p) for p in paths if not p.exists()]
-    if missing:
-        raise RuntimeError(f"export_to_c did not write {missing}")
-    return paths
+    from .compile import compile_kernel
+
+    return _export(compile_kernel(), Path(out_dir), name)
 
 
-def link_command(out_dir: Path = OUT_DIR, name: str = NAME) -> list[str]:
-    """g++ command that links the object into lib<name>.so (static CUDA runtime, needs libcudart_static)."""
-    libdir = subprocess.run([sys.executable, "-m", "cutlass.cute.export.aot_config", "--libdir"],
-                            check=True, capture_output=True, text=True).stdout.strip()
-    return ["g++", "-shared", "-fPIC", "-o", str(Path(out_dir) / f"lib{name}.so"),
-            str(Path(out_dir) / f"{name}.o"), f"-L{libdir}", "-l:libcuda_dialect_runtime_static.a",
-            "-L/usr/local/cuda/lib64", "-lcudart_static", "-ldl", "-lpthread", "-lrt",
-            "-Wl,--no-undefined"]
+def prebuilt_launcher():
+    """run(q, sfq, k, sfk, vt, sfv, out, denom, seq_q, seq_kv, batch, heads, sq_pad, skv_pad,
+    qk_log2, affine_ac, affine_a, affine_b, num_ctas, stream_handle) -> CUDA error code, for the
+    prebuilt kernel (pointers as ints), or None (JIT; the reason is logged once)."""
+    return PREBUILT.launcher(NAME, expect=SIGNATURE)
 
 
 def main() -> None:
-    lib = str(runtime_library())
-    if lib not in os.environ.get("LD_PRELOAD", ""):
-        env = dict(os.environ, LD_PRELOAD=lib)
-        os.execve(sys.executable, [sys.executable, "-m", "wan_fp4.kernels.sm100.aot", *sys.argv[1:]], env)
+    from .compile import ARCH
+
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else OUT_DIR
     for p in export(out):
         print(f"{p}  {p.stat().st_size} bytes  ({ARCH})")
