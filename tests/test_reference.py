@@ -210,3 +210,14 @@ def test_unknown_mode():
     q, k, v = _qkv(1, 10, 10, 2, 64, seed=15)
     with pytest.raises(ValueError, match="mode must be one of"):
         reference.attention(q, k, v, "fp4")
+
+
+def test_key_mean_does_not_depend_on_the_layout():
+    # The smoothing mean is summed in float64 (exact for BF16 inputs), so a tensor holding a subset
+    # of the heads (Ulysses), a transposed copy, or a permuted key order gives the same bits.
+    k = (torch.randn(2, 5000, 6, 64, generator=torch.Generator().manual_seed(17)) * 3).to(torch.bfloat16)
+    full = reference.key_mean(k)
+    assert torch.equal(reference.key_mean(k[:, :, 2:5].contiguous()), full[:, 2:5])
+    assert torch.equal(reference.key_mean(k.transpose(1, 2).contiguous().transpose(1, 2)), full)
+    assert torch.equal(reference.key_mean(k[:, torch.randperm(5000)]), full)
+    assert (full.double() - k.double().mean(dim=1)).abs().max() < 1e-6

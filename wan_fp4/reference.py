@@ -112,11 +112,21 @@ def _quantize_blocks(x: torch.Tensor):
     return formats.e4m3_encode(x / per_token).view(torch.float8_e4m3fn), scale
 
 
+def key_mean(k: torch.Tensor) -> torch.Tensor:
+    """K's per-(batch, head, channel) mean over keys, (B, H, D) float32, for the smoothing.
+
+    Summed in float64, where sums of BF16 values are exact over any realistic range, so the FP32
+    result does not depend on the summation order: a kernel's pre-pass, another device, or a
+    tensor holding fewer heads (Ulysses) gets the same bits.
+    """
+    return (k.to(torch.float64).sum(dim=1) / k.shape[1]).to(torch.float32)
+
+
 def quantize_fp8(q, k, v) -> FP8Operands:
     """The fp8/direct-p operands (docs/NUMERICS.md): Q, smoothed K per 128-token block, V per channel."""
     qf, kf, vf = (t.to(torch.float32) for t in (q, k, v))
     q8, q_scale = _quantize_blocks(qf)
-    k_mean = kf.mean(dim=1)  # (B, H, D)
+    k_mean = key_mean(k)
     k8, k_scale = _quantize_blocks(kf - k_mean.unsqueeze(1))
     v_scale = pow2_scale(vf.abs().amax(dim=1))  # (B, H, D)
     v8 = formats.e4m3_encode(vf / v_scale.unsqueeze(1)).view(torch.float8_e4m3fn)

@@ -22,7 +22,7 @@ scripts/check_triton_device.py on the GPU). Two implementations:
 - Triton (CUDA tensors on sm89+, or any tensor under TRITON_INTERPRET=1): one fused pass per
   tensor (load tile, amax, power-of-two scale, scale, cast, store). The K mean and the V channel
   amax are whole-sequence reductions and run first in torch: the amax is order-free, and the
-  mean uses the reference's own expression, since an FP32 sum's bits depend on its order.
+  mean is the reference's own `key_mean` (an order-independent float64 sum).
   H200 (scripts/check_triton_device.py): 0.41 ms at B1 H12 S32760 D128, 1.16 ms at H40, 2.57 ms
   at H40 S75600; 4.2%, 3.6% and 1.5% of the direct-p attention time.
 - torch (everything else): the same arithmetic in plain PyTorch, used on CPU.
@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import torch
 
 from ..modes import E4M3_MAX, QK_SCALE_BLOCK, TILE_N
+from ..reference import key_mean
 
 try:  # Triton is optional: CPU installs use the torch path.
     import triton
@@ -91,13 +92,6 @@ def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         raise ValueError(f"q, k, v must be on one device, got {q.device}, {k.device}, {v.device}")
 
 
-def _k_mean(k: torch.Tensor) -> torch.Tensor:
-    """Per-(b, h, channel) FP32 mean over keys -> (B, H, D).
-
-    This is the one reduction whose FP32 result depends on summation order; we use the same torch
-    expression as the reference so that, on the same device, the bits agree.
-    """
-    return k.to(torch.float32).mean(dim=1)
 
 
 def _v_amax(v: torch.Tensor) -> torch.Tensor:
@@ -135,7 +129,7 @@ def _prepare_torch(q, k, v) -> PreparedFP8:
         return codes, scale
 
     q8, q_scale = blockwise(q.to(torch.float32).permute(0, 2, 1, 3), sq_pad)
-    k_mean = _k_mean(k)
+    k_mean = key_mean(k)
     ks = k.to(torch.float32).permute(0, 2, 1, 3) - k_mean[:, :, None, :]
     k8, k_scale = blockwise(ks, skv_pad)
     v_scale = pow2_scale(_v_amax(v))
@@ -260,7 +254,7 @@ def _prepare_triton(q, k, v, hw_cvt: bool) -> PreparedFP8:
     q_scale = torch.empty(B, H, nq, dtype=torch.float32, device=dev)
     k_scale = torch.empty(B, H, nk, dtype=torch.float32, device=dev)
     v_scale = torch.empty(B, H, D, dtype=torch.float32, device=dev)
-    k_mean = _k_mean(k).contiguous()
+    k_mean = key_mean(k).contiguous()
     v_amax = _v_amax(v).contiguous()
     block_d = triton.next_power_of_2(D)
     meta = dict(D=D, BLOCK_D=block_d, BLOCK_S=QK_SCALE_BLOCK, HW_CVT=hw_cvt, num_warps=8)
