@@ -119,7 +119,8 @@ def key_mean(k: torch.Tensor) -> torch.Tensor:
     result does not depend on the summation order: a kernel's pre-pass, another device, or a
     tensor holding fewer heads (Ulysses) gets the same bits.
     """
-    return (k.to(torch.float64).sum(dim=1) / k.shape[1]).to(torch.float32)
+    # dtype= accumulates in float64 without materialising a float64 copy of K
+    return (torch.sum(k, dim=1, dtype=torch.float64) / k.shape[1]).to(torch.float32)
 
 
 def quantize_fp8(q, k, v) -> FP8Operands:
