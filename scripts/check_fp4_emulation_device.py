@@ -23,17 +23,9 @@ import os
 import sys
 import time
 import traceback
-import types
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def _bare_package():
-    if "wan_fp4" not in sys.modules:
-        pkg = types.ModuleType("wan_fp4")
-        pkg.__path__ = [str(REPO / "wan_fp4")]
-        sys.modules["wan_fp4"] = pkg
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for wan_fp4
 
 
 def rel_l2(a, b):
@@ -141,7 +133,6 @@ def main():
 
     global torch, reference, emu, FP4Params
     import torch
-    _bare_package()
     import triton
 
     from wan_fp4 import reference

@@ -25,14 +25,6 @@ import torch
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
-try:  # the public package imports diffusers; the GPU box may not have it, and this script needs
-    import diffusers  # noqa: F401  # only the kernels: then load the subpackages without wan_fp4/__init__
-except ImportError:
-    import types
-
-    _pkg = types.ModuleType("wan_fp4")
-    _pkg.__path__ = [os.path.join(ROOT, "wan_fp4")]
-    sys.modules["wan_fp4"] = _pkg
 
 from wan_fp4 import reference  # noqa: E402
 from wan_fp4.kernels import sm90  # noqa: E402

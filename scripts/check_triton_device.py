@@ -29,18 +29,9 @@ import os
 import sys
 import time
 import traceback
-import types
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def _bare_package():
-    """Register wan_fp4 as a plain package path so submodules import without its __init__."""
-    if "wan_fp4" not in sys.modules:
-        pkg = types.ModuleType("wan_fp4")
-        pkg.__path__ = [str(REPO / "wan_fp4")]
-        sys.modules["wan_fp4"] = pkg
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for wan_fp4
 
 
 def rel_l2(a, b):
@@ -262,7 +253,6 @@ def main():
 
     global torch, formats, reference, prepare, tri
     import torch
-    _bare_package()
     from wan_fp4 import formats, reference
     from wan_fp4.kernels import prepare
     from wan_fp4.kernels.triton import attention as tri

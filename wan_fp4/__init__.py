@@ -10,10 +10,25 @@ Public API (DESIGN §1):
     wan_fp4.set_backend_mode / backend_mode             mode of the "direct_p" diffusers backend
 """
 from . import reference
-from .backend import backend_mode, set_backend_mode
 from .dispatch import attention, kernel_for
 from .modes import MODES, FP4Params
-from .processor import WanDirectPAttnProcessor, disable, enable
+
+# The diffusers integration. The kernels and the reference do not need diffusers (a bare GPU
+# image may lack it): without it only these names are unavailable, and say why when used.
+_DIFFUSERS_NAMES = ("WanDirectPAttnProcessor", "enable", "disable", "set_backend_mode", "backend_mode")
+try:
+    from .backend import backend_mode, set_backend_mode
+    from .processor import WanDirectPAttnProcessor, disable, enable
+except ModuleNotFoundError as _exc:
+    if not (_exc.name or "").split(".")[0] == "diffusers":
+        raise
+    _missing_diffusers = _exc
+
+    def __getattr__(name):
+        if name in _DIFFUSERS_NAMES:
+            raise ImportError(f"wan_fp4.{name} needs diffusers 0.42.*, which is not installed "
+                              f"(pip install 'diffusers>=0.42,<0.43')") from _missing_diffusers
+        raise AttributeError(f"module 'wan_fp4' has no attribute {name!r}")
 
 __all__ = ["MODES", "FP4Params", "attention", "kernel_for", "reference", "WanDirectPAttnProcessor",
            "enable", "disable", "set_backend_mode", "backend_mode"]
