@@ -9,7 +9,9 @@ The kernel was written, compiled for sm_100a and its PTX/SASS inspected on a mac
 GPU: this script is its first contact with hardware.
 
 check: per shape (partial tiles, B > 1, cross-attention, Wan 1.3B/14B self-attention), fresh
-  N(0,1) BF16 q, k, v; output and denominator buffers poisoned with NaN before the launch; the
+  N(0,1) BF16 q, k, v, once shiftless (FP4Params()) and once with the large-logit guard
+  (FP4Params(guard_margin=110.0): m per row from the torch pre-pass, pack.guard_row_reference;
+  the guard shapes also run with q scaled by 8, scores far beyond the shiftless range); output and denominator buffers poisoned with NaN before the launch; the
   reference `wan_fp4.reference.attention(..., mode="direct-p-fp4")` run in torch on the same GPU
   (TF32 off). Both use the same codes and scales by construction, so only the FP32 summation
   order and the BF16 rounding of O differ: the check needs rel L2 <= 4e-3 (BF16 output rounding
@@ -46,6 +48,8 @@ CHECK_SHAPES = [  # (B, Sq, Skv, H)
 ]
 BENCH_SHAPES = [(1, 7680, 7680, 12), (1, 7680, 7680, 40), (1, 4096, 4096, 24), (1, 32768, 32768, 24)]
 REL_L2_TOL, MAX_ABS_TOL, LSE_TOL = 4e-3, 2e-2, 1e-3
+GUARD_MARGIN = 110.0  # the paper's M for Wan 1.3B layers 27-29
+GUARD_Q_GAIN = 8.0  # guard cases also run with q * 8: logits far beyond the shiftless range
 
 
 def _inputs(b, sq, skv, h, seed):
@@ -63,30 +67,37 @@ def _errors(x, ref):
 def check(fp4: FP4Params) -> list[dict]:
     torch.backends.cuda.matmul.allow_tf32 = False
     rows = []
-    for i, (b, sq, skv, h) in enumerate(CHECK_SHAPES):
-        q, k, v = _inputs(b, sq, skv, h, seed=1234 + i)
-        ok, why = sm100.is_supported(q, k, v, "direct-p-fp4", fp4)
+    guard = FP4Params(affine=fp4.affine, guard_margin=GUARD_MARGIN)
+    cases = [(fp4, 1.0, shape) for shape in CHECK_SHAPES] + [(guard, 1.0, shape) for shape in CHECK_SHAPES]
+    cases += [(guard, GUARD_Q_GAIN, shape) for shape in CHECK_SHAPES[:4]]
+    for i, (params, gain, (b, sq, skv, h)) in enumerate(cases):
+        q, k, v = _inputs(b, sq, skv, h, seed=1234 + i % len(CHECK_SHAPES))
+        q = q * gain
+        ok, why = sm100.is_supported(q, k, v, "direct-p-fp4", params)
         if not ok:
             raise SystemExit(f"sm100 kernel not supported here: {why}")
-        ops = sm100.prepare_operands(q, k, v)
+        ops = sm100.prepare_operands(q, k, v, guard_margin=params.guard_margin)
         num_sms = torch.cuda.get_device_properties(0).multi_processor_count
-        args = sm100.build_launch_args(ops, 1 / math.sqrt(128), fp4, num_sms)
+        args = sm100.build_launch_args(ops, 1 / math.sqrt(128), params, num_sms)
         out = torch.full(q.shape, math.nan, dtype=torch.bfloat16, device="cuda")
         denom = torch.full((b * h, sq), math.nan, dtype=torch.float32, device="cuda")
         launch(ops, args, out, denom)
         torch.cuda.synchronize()
-        ref, ref_lse = reference.attention(q, k, v, "direct-p-fp4", fp4=fp4, return_lse=True)
-        lse = sm100.lse_from_denominator(denom.view(b, h, sq))
+        ref, ref_lse = reference.attention(q, k, v, "direct-p-fp4", fp4=params, return_lse=True)
+        m = None if ops.m is None else ops.m.view(b, h, sq)
+        lse = sm100.lse_from_denominator(denom.view(b, h, sq), m, 1 / math.sqrt(128))
         exact = torch.nn.functional.scaled_dot_product_attention(
             q.transpose(1, 2).float(), k.transpose(1, 2).float(), v.transpose(1, 2).float()).transpose(1, 2)
         rel, mx, ref_max = _errors(out, ref)
         lse_err = (lse - ref_lse.float()).abs().max().item()
         finite = bool(torch.isfinite(out).all() and torch.isfinite(denom).all())
-        row = dict(shape=[b, sq, skv, h], rel_l2=rel, max_abs=mx, ref_max=ref_max, lse_abs=lse_err,
+        row = dict(shape=[b, sq, skv, h], guard_margin=params.guard_margin, q_gain=gain, rel_l2=rel,
+                   max_abs=mx, ref_max=ref_max, lse_abs=lse_err,
                    finite=finite, rel_l2_vs_exact=_errors(out, exact)[0],
                    ref_rel_l2_vs_exact=_errors(ref, exact)[0])
         row["ok"] = finite and rel <= REL_L2_TOL and mx <= MAX_ABS_TOL * ref_max and lse_err <= LSE_TOL
-        print(f"check {row['shape']}: rel_l2 {rel:.2e} max_abs {mx:.2e} (ref max {ref_max:.2f}) "
+        tag = "shiftless" if params.guard_margin is None else f"guard M={params.guard_margin:g} q*{gain:g}"
+        print(f"check {row['shape']} {tag}: rel_l2 {rel:.2e} max_abs {mx:.2e} (ref max {ref_max:.2f}) "
               f"lse {lse_err:.1e} finite {finite} | vs exact: kernel {row['rel_l2_vs_exact']:.3e} "
               f"reference {row['ref_rel_l2_vs_exact']:.3e}  {'OK' if row['ok'] else 'FAIL'}", flush=True)
         rows.append(row)

@@ -23,12 +23,43 @@ cutlass = pytest.importorskip("cutlass")
 
 
 @pytest.fixture(scope="module")
-def ptx(tmp_path_factory) -> str:
+def artifacts(tmp_path_factory) -> tuple[str, bytes]:
     from wan_fp4.kernels.sm100.compile import compile_artifacts
 
     text, cubin = compile_artifacts(str(tmp_path_factory.mktemp("sm100a")))
     assert cubin[:4] == b"\x7fELF", "the cubin is not an ELF image"
-    return text
+    return text, cubin
+
+
+@pytest.fixture(scope="module")
+def ptx(artifacts) -> str:
+    return artifacts[0]
+
+
+def _nvdisasm():
+    """nvdisasm from $NVDISASM, PATH, or the pip package nvidia-cuda-nvdisasm; None if absent."""
+    import glob
+    import shutil
+
+    cands = [os.environ.get("NVDISASM"), shutil.which("nvdisasm")]
+    cands += sorted(glob.glob(os.path.join(sys.prefix, "lib", "python*", "site-packages", "nvidia", "*", "bin", "nvdisasm")))
+    return next((c for c in cands if c and os.access(c, os.X_OK)), None)
+
+
+def test_sass_has_no_spills_no_ex2(artifacts, tmp_path):
+    # What ptxas made of it (needs nvdisasm: `pip install nvidia-cuda-nvdisasm` or NVDISASM=...):
+    # no local-memory spills, no MUFU.EX2, the packed FMAs survive, 8 tcgen05 MMAs (2 stages x
+    # (2 QK + 2 PV)).
+    tool = _nvdisasm()
+    if tool is None:
+        pytest.skip("nvdisasm not found (pip install nvidia-cuda-nvdisasm, or set NVDISASM)")
+    cubin = tmp_path / "k.cubin"
+    cubin.write_bytes(artifacts[1])
+    sass = subprocess.run([tool, "-c", str(cubin)], capture_output=True, text=True, timeout=300).stdout
+    assert "FFMA2" in sass and len(re.findall(r"\bFFMA2\b", sass)) == 2 * 64
+    assert not re.search(r"\b(STL|LDL)\b", sass), "register spills to local memory"
+    assert "MUFU.EX2" not in sass
+    assert len(re.findall(r"\bUTC\w*MMA\b", sass)) == 8
 
 
 # ----------------------------------------------------------------------------------- PTX checks
@@ -41,14 +72,14 @@ def test_qk_is_block_scaled_nvfp4(ptx):
     # S = Q K^T: both operands from shared memory, E4M3 scales per 16 values (block16).
     qk = re.findall(r"tcgen05\.mma\.cta_group::1\.kind::mxf4nvf4\.block_scale\.block16\S*\s+"
                     r"\[%r\d+\], %rd\d+, %rd\d+", ptx)
-    assert len(qk) == 2, "expected two K64 QK MMAs (D = 128)"
+    assert len(qk) == 4, "expected two K64 QK MMAs (D = 128) per query stage, two stages"
 
 
 def test_pv_is_block_scaled_mxfp4_with_p_from_tmem(ptx):
     # O += P V: P (operand A) from TMEM, E8M0 scales per 32 keys (block32).
     pv = re.findall(r"tcgen05\.mma\.cta_group::1\.kind::mxf4nvf4\.block_scale\.block32\S*\s+"
                     r"\[%r\d+\], \[%r\d+\], %rd\d+", ptx)
-    assert len(pv) == 2, "expected two K64 PV MMAs with A in TMEM (128 keys per tile)"
+    assert len(pv) == 4, "expected two K64 PV MMAs with A in TMEM (128 keys per tile) per stage"
 
 
 def test_allocates_all_512_tmem_columns(ptx):
@@ -66,8 +97,90 @@ def test_direct_p_map_is_packed_fma_then_native_e2m1(ptx):
     assert "ex2.approx" not in ptx, "the fast policy has no exp"
 
 
+def _tmem_columns(ptx):
+    """{register: TMEM column} for the addresses the kernel derives from the tcgen05.alloc base
+    (add.s32 r, base, C), with the base itself at column 0. Bit 31 of C is the DSL's sub-column
+    byte select of a scale-factor page (K64 block 1); bits 15:0 are the column."""
+    alloc = re.search(r"tcgen05\.alloc\S*\s+\[(%r\d+)\]", ptx)
+    base = re.search(rf"ld\.shared\.b32\s+(%r\d+), \[{re.escape(alloc.group(1))}\];", ptx[alloc.end():]).group(1)
+    cols = {base: 0}
+    for r, b, c in re.findall(r"add\.s32\s+(%r\d+), (%r\d+), (-?\d+);", ptx):
+        if b == base:
+            cols[r] = (int(c) & 0xFFFFFFFF) & 0xFFFF
+    return cols
+
+
+def test_tmem_column_map_in_the_mmas(ptx):
+    # Every tcgen05.mma and tcgen05.cp address resolves to the column map of tmem_plan: QK of
+    # stage b writes S_b and reads its scale factors from the other bank's columns 16-31; PV of
+    # stage b accumulates into its own output bank O_b (two O banks), reading P (S_b + 0..15)
+    # and its scale factors (S_b + 32..39).
+    from wan_fp4.kernels.sm100 import tmem_plan as tp
+
+    cols = _tmem_columns(ptx)
+    qk = re.findall(r"tcgen05\.mma\S*block16\S*\s+\[(%r\d+)\], %rd\d+, %rd\d+, %r\d+, \[(%r\d+)\], \[(%r\d+)\]", ptx)
+    pv = re.findall(r"tcgen05\.mma\S*block32\S*\s+\[(%r\d+)\], \[(%r\d+)\], %rd\d+, %r\d+, \[(%r\d+)\], \[(%r\d+)\]", ptx)
+    assert len(qk) == 4 and len(pv) == 4
+
+    def inside(c, base, region):
+        return base + region[0] <= c < base + region[0] + region[1]
+
+    seen_qk, seen_pv = set(), set()
+    for d, sfa, sfb in qk:
+        b = tp.S_BANK.index(cols[d])  # D: a score bank
+        other = tp.S_BANK[1 - b]
+        assert inside(cols[sfa], other, tp.QK_SF) and inside(cols[sfb], other, tp.QK_SF), (b, cols[sfa], cols[sfb])
+        assert cols[sfa] < cols[sfb]  # SFQ then SFK
+        seen_qk.add(b)
+    for d, a, sfa, sfb in pv:
+        b = tp.O_BANK.index(cols[d])  # D: an output bank
+        assert inside(cols[a], tp.S_BANK[b], tp.P_CODES), (b, cols[a])  # P codes of the same stage
+        assert inside(cols[sfa], tp.S_BANK[b], tp.PV_SF) and inside(cols[sfb], tp.S_BANK[b], tp.PV_SF)
+        assert cols[sfa] < cols[sfb]  # SFP then SFV
+        seen_pv.add(b)
+    assert seen_qk == seen_pv == {0, 1}, "both stages: two score banks and two output banks"
+    pages = [(tp.S_BANK[b], r) for b in (0, 1) for r in (tp.QK_SF, tp.PV_SF)]
+    for dst in re.findall(r"tcgen05\.cp\S*\s+\[(%r\d+)\]", ptx):
+        if dst in cols:  # scale-factor copies land in a scale-factor page
+            assert any(inside(cols[dst], base, r) for base, r in pages), cols[dst]
+
+
+def test_tmem_column_lifetimes():
+    # The lifetime model of tmem_plan on the kernel's issue order: no column is overwritten
+    # while a value in it is still needed, every read follows its write through a barrier (or
+    # the tensor core's in-order execution), and the waits have no cycle (no deadlock).
+    from wan_fp4.kernels.sm100 import tmem_plan as tp
+
+    for kv_tiles in (1, 2, 3, 5):
+        assert tp.check_schedule(tp.schedule(kv_tiles, work_items=3)) == []
+    # the model catches what the barriers and the map prevent
+    assert any("SFQK" in p for p in tp.check_schedule(tp.schedule(2, skip_early_retire_wait=True)))
+    assert tp.check_schedule(tp.schedule(2, qk_sf=(8, 16)))  # over the P codes
+    assert tp.check_schedule(tp.schedule(2, pv_sf=(12, 8)))  # over the P codes
+    assert tp.check_schedule(tp.schedule(2, qk_sf=(32, 16)))  # over scores not yet read
+    assert tp.check_schedule(tp.schedule(2, qk_sf=(32, 16), early_retire_cols=64)) == []
+    # the map: two S banks, two O banks, all 512 columns, scale pages inside retired scores
+    assert sorted(tp.S_BANK + tp.O_BANK) == [0, 128, 256, 384] and tp.TMEM_COLS == 512
+    assert tp.P_CODES[1] <= tp.QK_SF[0] and tp.QK_SF[0] + tp.QK_SF[1] <= tp.EARLY_RETIRE_COLS <= tp.PV_SF[0]
+
+
+def test_guard_row_reference_reaches_the_p_map(ptx):
+    # The guard's m is loaded once per row and work item (ld.global, else 0 when the guard is
+    # off) and feeds both fma(-m, c, log2 6) (qb) and fl(max_B s - m) (the block exponent g)
+    # in each softmax WG; there is still no ex2 (checked above).
+    regs = re.findall(r"neg\.f32 nm, (%r\d+);\s*\nfma\.rn\.f32 %r\d+, nm, %r\d+, %r\d+;", ptx)
+    assert len(regs) == 2, "expected one row_offset fma(-m, c, log2 6) per softmax WG"
+    for r in regs:
+        r_ = re.escape(r)
+        assert re.search(rf"ld\.global(?:\.\w+)*\.b32\s+{r_}, \[%rd\d+(?:\+\d+)?\];", ptx), f"m ({r}) not loaded"
+        assert re.search(rf"mov\.b32\s+{r_}, 0f00000000;", ptx), f"m ({r}) has no shiftless 0"
+        assert len(re.findall(rf"sub\.rn\.f32 g, %r\d+, {r_};", ptx)) == 4, "g = fl(max_B s - m) per block"
+        defs = re.findall(rf"^\s*(\S+)\s+{r_},", ptx, re.M)
+        assert sorted(defs) == ["ld.global.b32", "mov.b32"], defs  # nothing else writes m
+
+
 def test_scale_factors_move_to_tmem(ptx):
-    assert ptx.count("tcgen05.cp.cta_group::1.32x128b.warpx4") >= 4  # SFQ, SFK, SFV, SFP
+    assert ptx.count("tcgen05.cp.cta_group::1.32x128b.warpx4") >= 8  # SFQ, SFK, SFV, SFP per stage
     assert "tcgen05.st.sync.aligned.32x32b.x16.b32" in ptx  # P codes: 16 words per row
     assert "cp.async.bulk.tensor" in ptx  # TMA loads
     assert ".local" not in ptx
@@ -88,8 +201,9 @@ def test_is_supported_false_on_cpu():
     assert not ok and "cpu" in why.lower()
     ok, why = sm100.is_supported(q, q, q, "fp8")
     assert not ok and "fp8" in why
+    # the guard is implemented: on CPU the only objection is the device
     ok, why = sm100.is_supported(q, q, q, "direct-p-fp4", FP4Params(guard_margin=110.0))
-    assert not ok and "guard" in why
+    assert not ok and "cpu" in why.lower() and "guard" not in why
 
 
 def test_sm100_attention_refuses_cpu():
@@ -144,7 +258,7 @@ def test_launch_args_match_the_reference_constants():
     assert args.qk_log2 == c
     a = torch.tensor(AFFINE_WAN[0], dtype=torch.float32)
     assert args.affine_ac == (a * torch.tensor(c, dtype=torch.float32)).item()
-    assert args.num_ctas == 3 * 2  # three query tiles x two heads < 148 SMs
+    assert args.num_ctas == 2 * 2  # two query-tile pairs (300 rows) x two heads < 148 SMs
     with pytest.raises(ValueError, match="scale"):
         sm100.build_launch_args(ops, 0.0, FP4Params(), 148)
 
@@ -267,7 +381,7 @@ def test_prebuilt_shim_links_on_first_use_and_resolves(tmp_path, monkeypatch):
     q = torch.zeros(1, 300, 2, 128)
     args = sm100.build_launch_args(pack.prepare_operands(q, q, q), 1 / math.sqrt(128), FP4Params(), 148)
     kinds = {int: ("int32_t",), float: ("float",)}
-    assert [k for a in scalar_args(args) for k in kinds[type(a)]] == list(sm100_aot.SIGNATURE[8:-1])
+    assert [k for a in scalar_args(args) for k in kinds[type(a)]] == list(sm100_aot.SIGNATURE[9:-1])
     if not torch.cuda.is_available():
         # everything up to the launch: loading the module needs a driver, so it reports an error
         # (and the launcher logs it and returns None: JIT)
@@ -313,6 +427,68 @@ def test_shim_generation_rejects_unsupported_wrappers():
 
 
 # ------------------------------------------------------------- the P map, modelled bit-exactly
+@pytest.mark.parametrize("affine", [AFFINE_WAN, (1.50, 1.20)])
+@pytest.mark.parametrize("margin", [110.0, 112.0])
+def test_kernel_p_map_model_matches_reference_with_guard(affine, margin):
+    # The guard's m per row (the host pre-pass, pack.guard_row_reference) through the kernel's
+    # arithmetic (emulate.p_map: sub.rn, mul.rn, ..., fma(-m, c, log2 6)) gives the reference's
+    # codes and exponents, also for scores far above the shiftless range.
+    from wan_fp4.kernels.sm100 import emulate
+
+    torch.manual_seed(2)
+    c = reference.log2_scale(1 / math.sqrt(128))
+    s = torch.randn(64, 128) * torch.logspace(-1, 3.5, 64).unsqueeze(-1) + torch.linspace(-500, 3000, 64).unsqueeze(-1)
+    anchor = s[:, ::4].amax(-1, keepdim=True)
+    m = reference.guard_reference(anchor, margin)
+    m[0] = 0.0  # a row with m = 0 behaves as the shiftless map
+    codes, e, e8m0, qsum = emulate.p_map(s, c, affine, valid=97, m=m)
+    ref_s = s.clone()
+    ref_s[:, 97:] = -math.inf
+    ref_codes, ref_e = reference.fp4_p_codes(ref_s, m, c, affine)
+    assert torch.equal(codes, ref_codes)
+    assert torch.equal(e.to(torch.float32), ref_e)
+    assert ref_codes.any(dim=-1).all(), "every row keeps some mass under the guard"
+    assert torch.equal(qsum, ref_codes.unflatten(-1, (4, 32)).sum(-1))
+    c0, e0, _, _ = emulate.p_map(s[:1], c, affine, valid=97)
+    assert torch.equal(c0, codes[:1]) and torch.equal(e0, e[:1])
+
+
+def test_guard_pre_pass_is_the_reference_m():
+    # m from pack.guard_row_reference equals the reference's own (anchors in logical key order,
+    # same dequantised operands, same torch ops), and the LSE formula adds m * scale back.
+    from wan_fp4.modes import FP4_SCALE_SHIFT
+
+    torch.manual_seed(3)
+    b, sq, skv, h, margin = 2, 200, 300, 3, 110.0
+    q = torch.randn(b, sq, h, 128, dtype=torch.bfloat16) * 4
+    k = torch.randn(b, skv, h, 128, dtype=torch.bfloat16) * 4
+    v = torch.randn(b, skv, h, 128, dtype=torch.bfloat16)
+    ops = pack.prepare_operands(q, k, v, guard_margin=margin)
+    assert ops.m.shape == (b * h, sq) and ops.m.dtype == torch.float32 and ops.m.is_contiguous()
+    q_hat = formats.nvfp4_quantize_qk(q).dequantize().transpose(1, 2)
+    k_hat = formats.nvfp4_quantize_qk(k).dequantize().transpose(1, 2)
+    anchors = reference.anchor_indices(skv)
+    want = reference.guard_reference(q_hat @ k_hat[:, :, anchors].transpose(-1, -2), margin)
+    assert torch.equal(ops.m.view(b, h, sq), want.squeeze(-1))
+    assert pack.prepare_operands(q, k, v).m is None
+    # launch arguments: the guard flag follows fp4.guard_margin and must agree with the operands
+    args = sm100.build_launch_args(ops, 1 / math.sqrt(128), FP4Params(guard_margin=margin), 148)
+    assert args.guard == 1
+    assert sm100.build_launch_args(pack.prepare_operands(q, k, v), 1 / math.sqrt(128), FP4Params(), 148).guard == 0
+    with pytest.raises(ValueError, match="disagree"):
+        sm100.build_launch_args(ops, 1 / math.sqrt(128), FP4Params(), 148)
+    # LSE: the kernel's denominator sum 2^(e - L) q gives the reference's LSE with m
+    _, ref_lse = reference.attention(q, k, v, "direct-p-fp4", fp4=FP4Params(guard_margin=margin), return_lse=True)
+    c = reference.log2_scale(1 / math.sqrt(128))
+    s = q_hat @ k_hat.transpose(-1, -2)
+    pad = -(-skv // 128) * 128 - skv
+    s = torch.nn.functional.pad(s, (0, pad), value=-math.inf)
+    qc, e = reference.fp4_p_codes(s, want, c, AFFINE_WAN)
+    denom = (qc * torch.exp2(e - FP4_SCALE_SHIFT).repeat_interleave(32, dim=-1)).sum(-1)
+    lse = sm100.lse_from_denominator(denom, ops.m.view(b, h, sq), 1 / math.sqrt(128))
+    assert torch.allclose(lse, ref_lse, rtol=0, atol=1e-4)
+
+
 @pytest.mark.parametrize("affine", [AFFINE_WAN, (1.50, 1.20)])
 def test_kernel_p_map_model_matches_reference(affine):
     from wan_fp4.kernels.sm100 import emulate

@@ -30,8 +30,6 @@ def is_supported(q, k, v, mode: str = MODE, fp4: FP4Params | None = None) -> tup
     """(True, "") when sm100_attention can run these inputs here, else (False, why)."""
     if mode != MODE:
         return False, f"the sm100 FP4 kernel implements mode {MODE!r} only, not {mode!r}"
-    if fp4 is not None and fp4.guard_margin is not None:
-        return False, "the large-logit guard (fp4.guard_margin) is not implemented in the sm100 kernel"
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
             return False, f"{name} is not a torch.Tensor"
@@ -68,6 +66,7 @@ class LaunchArgs:
     heads: int
     sq_pad: int
     skv_pad: int
+    guard: int  # 1: the large-logit guard (the kernel reads ops.m), 0: shiftless
     qk_log2: float  # c = fl(log2(e) * scale)
     affine_ac: float  # fl(A * c)
     affine_a: float
@@ -84,10 +83,14 @@ def build_launch_args(ops: SM100Operands, scale: float, fp4: FP4Params, num_sms:
         raise ValueError(f"scale must be a positive finite number, got {scale}")
     if num_sms < 1:
         raise ValueError(f"num_sms must be >= 1, got {num_sms}")
+    guard = fp4.guard_margin is not None
+    if guard != (ops.m is not None):
+        raise ValueError("fp4.guard_margin and the prepared operands disagree: prepare them with "
+                         "prepare_operands(q, k, v, guard_margin=fp4.guard_margin)")
     a, b = (_f32(x) for x in fp4.affine)
     c = _f32(math.log2(math.e) * scale)
-    work = (ops.sq_pad // 128) * ops.batch * ops.heads
-    return LaunchArgs(ops.seq_q, ops.seq_kv, ops.batch, ops.heads, ops.sq_pad, ops.skv_pad,
+    work = (ops.sq_pad // 256) * ops.batch * ops.heads  # a work item: two 128-row query tiles
+    return LaunchArgs(ops.seq_q, ops.seq_kv, ops.batch, ops.heads, ops.sq_pad, ops.skv_pad, int(guard),
                       c, _f32(a * c), a, b, max(1, min(num_sms, work)))
 
 
@@ -96,7 +99,9 @@ def sm100_attention(q, k, v, mode: str = MODE, scale: float | None = None,
     """Direct-P FP4 attention on sm100a. q, k, v: (B, S, H, 128); returns (B, Sq, H, 128) in q's dtype.
 
     return_lse: also return the natural-log LSE (B, H, Sq) float32 of the represented
-    probabilities, m * scale + ln2 log2(l) with l = sum 2^e q / 6 and m = 0 (shiftless).
+    probabilities, m * scale + ln2 log2(l) with l = sum 2^e q / 6 and m = 0 (shiftless) or the
+    guard's row reference (fp4.guard_margin set: computed by a torch pre-pass on the GPU from
+    the same dequantised operands as the reference, pack.guard_row_reference).
     """
     check_mode(mode)
     ok, why = is_supported(q, k, v, mode, fp4)
@@ -104,18 +109,27 @@ def sm100_attention(q, k, v, mode: str = MODE, scale: float | None = None,
         raise RuntimeError(f"sm100_attention cannot run here: {why}")
     from .launch import launch
 
-    ops = prepare_operands(q, k, v)
+    ops = prepare_operands(q, k, v, guard_margin=fp4.guard_margin)
+    scale = default_scale(HEAD_DIM) if scale is None else scale
     num_sms = torch.cuda.get_device_properties(q.device).multi_processor_count
-    args = build_launch_args(ops, default_scale(HEAD_DIM) if scale is None else scale, fp4, num_sms)
+    args = build_launch_args(ops, scale, fp4, num_sms)
     out = torch.empty(q.shape, dtype=torch.bfloat16, device=q.device)
     denom = torch.empty(ops.batch * ops.heads, ops.seq_q, dtype=torch.float32, device=q.device)
     launch(ops, args, out, denom)
     out = out.to(q.dtype)
     if not return_lse:
         return out
-    return out, lse_from_denominator(denom.view(ops.batch, ops.heads, ops.seq_q))
+    m = None if ops.m is None else ops.m.view(ops.batch, ops.heads, ops.seq_q)
+    return out, lse_from_denominator(denom.view(ops.batch, ops.heads, ops.seq_q), m, scale)
 
 
-def lse_from_denominator(denom: torch.Tensor) -> torch.Tensor:
-    """LSE from the kernel's per-row sum 2^(e - L) q: ln2 (log2(sum / 6) + L), as the reference."""
-    return LN2 * (torch.log2(denom / 6.0) + FP4_SCALE_SHIFT)
+def lse_from_denominator(denom: torch.Tensor, m: torch.Tensor | None = None,
+                         scale: float | None = None) -> torch.Tensor:
+    """LSE from the kernel's per-row sum 2^(e - L) q: m scale + ln2 (log2(sum / 6) + L), as the
+    reference (m: the guard's row reference (B, H, Sq), None = shiftless m = 0)."""
+    lse = LN2 * (torch.log2(denom / 6.0) + FP4_SCALE_SHIFT)
+    if m is None:
+        return lse
+    if scale is None:
+        raise ValueError("lse_from_denominator: the guard's m needs the score scale")
+    return m * scale + lse

@@ -3,7 +3,7 @@ wan_fp4/kernels/aot.py (export, C shim, manifest/hash check, first-use link, cty
 
 Artifacts: wan_fp4/kernels/prebuilt/sm100a/ (`python scripts/build_prebuilt.py --only sm100`, no
 GPU needed): one kernel, `compile_kernel()` with its defaults, keyed by the hash of kernel.py,
-ptx.py, compile.py and the constants kernel.py imports from wan_fp4.modes. `sm100_attention`
+ptx.py, compile.py, tmem_plan.py and the constants kernel.py imports from wan_fp4.modes. `sm100_attention`
 uses it when the hash matches, JIT otherwise; WAN_FP4_SM100_PREBUILT=0 (or WAN_FP4_PREBUILT=0)
 forces JIT. Like the kernel itself, the prebuilt launch has never run on a Blackwell GPU.
 
@@ -18,10 +18,11 @@ from ..aot import Prebuilt, export as _export
 
 PKG = Path(__file__).resolve().parent
 NAME = "wan_fp4_direct_p_fp4_sm100a"
-SOURCES = ("kernel.py", "ptx.py", "compile.py")
-# the wrapper's parameters as launch.py passes them: q, sfq, k, sfk, vt, sfv, out, denom;
-# seq_q, seq_kv, batch, heads, sq_pad, skv_pad; qk_log2, affine_ac, affine_a, affine_b; num_ctas; stream
-SIGNATURE = ("void*",) * 8 + ("int32_t",) * 6 + ("float",) * 4 + ("int32_t", "stream")
+SOURCES = ("kernel.py", "ptx.py", "compile.py", "tmem_plan.py")
+# the wrapper's parameters as launch.py passes them: q, sfq, k, sfk, vt, sfv, out, denom, m;
+# seq_q, seq_kv, batch, heads, sq_pad, skv_pad, guard; qk_log2, affine_ac, affine_a, affine_b;
+# num_ctas; stream
+SIGNATURE = ("void*",) * 9 + ("int32_t",) * 7 + ("float",) * 4 + ("int32_t", "stream")
 
 
 def _modes_key() -> str:
@@ -49,8 +50,8 @@ def export(out_dir: Path = OUT_DIR, name: str = NAME) -> list[Path]:
 
 
 def prebuilt_launcher():
-    """run(q, sfq, k, sfk, vt, sfv, out, denom, seq_q, seq_kv, batch, heads, sq_pad, skv_pad,
-    qk_log2, affine_ac, affine_a, affine_b, num_ctas, stream_handle) -> CUDA error code, for the
+    """run(q, sfq, k, sfk, vt, sfv, out, denom, m, seq_q, seq_kv, batch, heads, sq_pad, skv_pad,
+    guard, qk_log2, affine_ac, affine_a, affine_b, num_ctas, stream_handle) -> CUDA error code, for the
     prebuilt kernel (pointers as ints), or None (JIT; the reason is logged once)."""
     return PREBUILT.launcher(NAME, expect=SIGNATURE)
 

@@ -17,26 +17,34 @@ def _check(ops, out: torch.Tensor, denom: torch.Tensor) -> tuple:
     for t in tensors:
         if not (t.is_cuda and t.is_contiguous()):
             raise ValueError("prepared operands must be contiguous CUDA tensors")
+    # the guard's row reference m (BH, Sq) FP32; without the guard the kernel never reads its
+    # m pointer, which then points at `denom` (any valid aligned address would do)
+    m = denom if ops.m is None else ops.m
+    if ops.m is not None:
+        if not (m.is_cuda and m.is_contiguous() and m.dtype == torch.float32
+                and tuple(m.shape) == (ops.batch * ops.heads, ops.seq_q)):
+            raise ValueError("ops.m must be a contiguous float32 CUDA tensor (B*H, Sq)")
     # the kernel was compiled assuming these alignments (compile.py); nothing checks them later
-    for t, align in zip((*tensors, out, denom), (32, 16, 32, 16, 32, 16, 16, 16)):
+    for t, align in zip((*tensors, out, denom, m), (32, 16, 32, 16, 32, 16, 16, 16, 16)):
         if t.data_ptr() % align:
             raise ValueError(f"kernel operands must be {align}-byte aligned")
-    return tensors
+    return (*tensors, m)
 
 
 def scalar_args(args) -> tuple:
     """The kernel's scalar arguments in wrapper order (after the 8 pointers, before the stream)."""
     return (args.seq_q, args.seq_kv, args.batch, args.heads, args.sq_pad, args.skv_pad,
-            args.qk_log2, args.affine_ac, args.affine_a, args.affine_b, args.num_ctas)
+            args.guard, args.qk_log2, args.affine_ac, args.affine_a, args.affine_b, args.num_ctas)
 
 
 def launch(ops, args, out: torch.Tensor, denom: torch.Tensor, *, prebuilt: bool | None = None) -> None:
     """Run the kernel on the current CUDA stream: BF16 (B, Sq, H, 128) into `out`, and each row's
-    FP32 denominator sum 2^(e - L) q into `denom` (B*H, Sq).
+    FP32 denominator sum 2^(e - L) q into `denom` (B*H, Sq). With the guard (args.guard = 1) the
+    kernel reads each row's reference m from ops.m (pack.prepare_operands(..., guard_margin=M)).
 
     prebuilt: None = the AOT kernel when usable, else JIT; True = require the AOT kernel;
     False = always JIT."""
-    tensors = _check(ops, out, denom)
+    *tensors, m = _check(ops, out, denom)
     raw_stream = torch.cuda.current_stream(out.device).cuda_stream
     run = None
     if prebuilt is not False:
@@ -46,16 +54,16 @@ def launch(ops, args, out: torch.Tensor, denom: torch.Tensor, *, prebuilt: bool 
     if prebuilt and run is None:
         raise RuntimeError("no usable prebuilt sm100a kernel (see the wan_fp4.sm100 log)")
     if run is not None:
-        ptrs = tuple(t.data_ptr() for t in (*tensors, out, denom))
+        ptrs = tuple(t.data_ptr() for t in (*tensors, out, denom, m))
         with torch.cuda.device(out.device):
             err = run(*ptrs, *scalar_args(args), raw_stream)
         if err != 0:
             raise RuntimeError(f"prebuilt sm100a kernel launch failed with error {err}")
         return
-    _launch_jit(tensors, args, out, denom, raw_stream)
+    _launch_jit(tensors, args, out, denom, m, raw_stream)
 
 
-def _launch_jit(tensors, args, out, denom, raw_stream) -> None:
+def _launch_jit(tensors, args, out, denom, m, raw_stream) -> None:
     import cutlass
     import cutlass.cute as cute
     from cutlass.cute.runtime import make_ptr
@@ -73,5 +81,6 @@ def _launch_jit(tensors, args, out, denom, raw_stream) -> None:
     kernel(
         ptr(fp4, q, 32), ptr(e4m3, sfq), ptr(fp4, k, 32), ptr(e4m3, sfk),
         ptr(fp4, vt, 32), ptr(e8m0, sfv), ptr(cutlass.BFloat16, out), ptr(cutlass.Float32, denom),
+        ptr(cutlass.Float32, m),
         *scalar_args(args), cuda.CUstream(raw_stream),
     )

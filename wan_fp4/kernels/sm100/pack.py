@@ -9,7 +9,8 @@ Layouts (BH = batch * heads, heads-major so one (b, h) is one contiguous slab):
   SFQ, SFK    E4M3 bytes, 8 per row (one per 16 values of D: pair scale j serves blocks j and
               j + 4, so it is stored twice), in the tcgen05 scale-factor layout below.
   SFV         E8M0 bytes, one per (channel, 32 keys), same scale-factor layout with rows = D.
-S_pad is a multiple of 128 (whole tiles; the padding is zero codes with zero scales).
+Skv_pad is a multiple of 128 (whole key tiles) and Sq_pad of 256 (a work item of the kernel is
+a pair of 128-row query tiles); the padding is zero codes with zero scales.
 
 Scale-factor layout (CUTLASS's tile_atom_to_shape_SF, checked against the DSL in the tests): rows
 in 128-row tiles, scale columns in groups of 4; each (128 x 4) tile is a 512-byte atom where row m,
@@ -29,6 +30,7 @@ HEAD_DIM = 128
 SF_ATOM_ROWS = 128
 SF_ATOM_COLS = 4
 SF_ATOM_BYTES = SF_ATOM_ROWS * SF_ATOM_COLS
+Q_PAIR_ROWS = 2 * TILE_M  # the kernel's work item: two query tiles (stage 0 / stage 1)
 
 
 def _round_up(x: int, m: int) -> int:
@@ -108,6 +110,7 @@ class SM100Operands:
     seq_kv: int
     sq_pad: int
     skv_pad: int
+    m: torch.Tensor | None = None  # (BH, Sq) FP32 guard row reference, None = shiftless (m = 0)
 
 
 def _qk_operand(x: torch.Tensor, seq_pad: int):
@@ -138,8 +141,36 @@ def _v_operand(v: torch.Tensor, seq_pad: int):
     return pack_fp4(codes_p), swizzle_sf(sf_p)
 
 
-def prepare_operands(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> SM100Operands:
-    """Quantise q, k, v (B, S, H, 128) exactly as wan_fp4.formats does and lay them out."""
+def guard_row_reference(q: torch.Tensor, k: torch.Tensor, margin: float) -> torch.Tensor:
+    """The large-logit guard's row reference m (BH, Sq) FP32, computed exactly as the reference.
+
+    m = max over the anchor keys `reference.anchor_indices(S_kv)` (in logical key order: K/V are
+    not permuted) of the raw scores q-hat . k-hat of the dequantised NVFP4 operands, + M ln2.
+    The same torch ops, the same query chunks and operand shapes as
+    `reference._fp4_attention`, so on one device the pre-pass and the reference compute the same
+    FP32 m bit for bit (the kernel's own scores differ only in FP32 summation order).
+    """
+    from ... import reference
+
+    b, sq, h, _ = q.shape
+    q_hat = reference._heads_first(formats.nvfp4_quantize_qk(q).dequantize())
+    k_hat = reference._heads_first(formats.nvfp4_quantize_qk(k).dequantize())
+    k_anchor = k_hat[:, :, reference.anchor_indices(k.shape[1]).to(q_hat.device)].transpose(-1, -2)
+    parts = []
+    for rows in reference._query_chunks(sq):
+        s_anchor = torch.matmul(q_hat[:, :, rows], k_anchor)
+        parts.append(reference.guard_reference(s_anchor, margin))
+    m = torch.cat(parts, dim=2).squeeze(-1)  # (B, H, Sq)
+    return m.to(torch.float32).reshape(b * h, sq).contiguous()
+
+
+def prepare_operands(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                     guard_margin: float | None = None) -> SM100Operands:
+    """Quantise q, k, v (B, S, H, 128) exactly as wan_fp4.formats does and lay them out.
+
+    guard_margin: M of the large-logit guard; then ops.m holds each row's reference m
+    (guard_row_reference), else None (shiftless).
+    """
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.dim() != 4 or t.shape[-1] != HEAD_DIM:
             raise ValueError(f"{name} must be (B, S, H, {HEAD_DIM}), got {tuple(t.shape)}")
@@ -149,8 +180,9 @@ def prepare_operands(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> SM100
         raise ValueError(f"q and k must agree on batch and heads, got {tuple(q.shape)} and {tuple(k.shape)}")
     b, sq, h, _ = q.shape
     skv = k.shape[1]
-    sq_pad, skv_pad = _round_up(sq, TILE_M), _round_up(skv, TILE_N)
+    sq_pad, skv_pad = _round_up(sq, Q_PAIR_ROWS), _round_up(skv, TILE_N)
     qc, sfq = _qk_operand(q, sq_pad)
     kc, sfk = _qk_operand(k, skv_pad)
     vt, sfv = _v_operand(v, skv_pad)
-    return SM100Operands(qc, sfq, kc, sfk, vt, sfv, b, h, sq, skv, sq_pad, skv_pad)
+    m = None if guard_margin is None else guard_row_reference(q, k, guard_margin)
+    return SM100Operands(qc, sfq, kc, sfk, vt, sfv, b, h, sq, skv, sq_pad, skv_pad, m)

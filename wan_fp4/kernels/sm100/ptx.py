@@ -25,36 +25,61 @@ def _asm(ret_type, args, text: str, constraints: str):
 
 
 @dsl_user_op
-def block_exponent(row_max: Float32, c: Float32, nearest_bias: Float32, *, loc=None, ip=None) -> Int32:
-    """e = clamp(floor(fl(fl(max * c) + bias)), -126, 127): the P block's E8M0 exponent.
+def block_exponent(block_max: Float32, m: Float32, c: Float32, nearest_bias: Float32, *, loc=None,
+                   ip=None) -> Int32:
+    """e = clamp(floor(fl(fl(fl(max - m) * c) + bias)), -126, 127): the P block's E8M0 exponent.
 
-    u = e + 127 then lies in [1, 254] as DESIGN §3 requires. A block with no valid key has
-    max = -inf, which the clamp maps to e = -126 (its codes are all 0 anyway).
+    m is the row reference in raw score units (0 shiftless; the large-logit guard's anchor max
+    + M ln2 otherwise): fl(max - 0) = max, so one code path serves both maps. u = e + 127 then
+    lies in [1, 254] as DESIGN §3 requires. A block with no valid key has max = -inf, which the
+    clamp maps to e = -126 (its codes are all 0 anyway).
     """
     return Int32(
         _asm(
             T.i32(),
-            [Float32(row_max).ir_value(loc=loc, ip=ip), Float32(c).ir_value(loc=loc, ip=ip),
-             Float32(nearest_bias).ir_value(loc=loc, ip=ip)],
+            [Float32(block_max).ir_value(loc=loc, ip=ip), Float32(m).ir_value(loc=loc, ip=ip),
+             Float32(c).ir_value(loc=loc, ip=ip), Float32(nearest_bias).ir_value(loc=loc, ip=ip)],
             "{\n.reg .f32 g;\n"
-            "mul.rn.f32 g, $1, $2;\n"
-            "add.rn.f32 g, g, $3;\n"
+            "sub.rn.f32 g, $1, $2;\n"
+            "mul.rn.f32 g, g, $3;\n"
+            "add.rn.f32 g, g, $4;\n"
             "cvt.rmi.f32.f32 g, g;\n"
             "max.f32 g, g, 0fC2FC0000;\n"  # -126
             "min.f32 g, g, 0f42FE0000;\n"  # 127
             "cvt.rzi.s32.f32 $0, g;\n}",
-            "=r,f,f,f",
+            "=r,f,f,f,f",
         )
     )
 
 
 @dsl_user_op
-def affine_bias(e: Int32, log2_6: Float32, a: Float32, b: Float32, *, loc=None, ip=None) -> Float32:
-    """fma(A, fl(log2_6 - e), B): the per-block constant of y = A x + B (m = 0, shiftless)."""
+def row_offset(m: Float32, c: Float32, log2_6: Float32, *, loc=None, ip=None) -> Float32:
+    """fma(-m, c, log2_6): the row's part of qb = fl(fma(-m, c, log2 6) - e), once per row.
+
+    m = 0 (shiftless) gives log2_6 exactly. The neg is exact, so this is the reference's
+    fl(-m c + log2 6) with one rounding.
+    """
     return Float32(
         _asm(
             T.f32(),
-            [Int32(e).ir_value(loc=loc, ip=ip), Float32(log2_6).ir_value(loc=loc, ip=ip),
+            [Float32(m).ir_value(loc=loc, ip=ip), Float32(c).ir_value(loc=loc, ip=ip),
+             Float32(log2_6).ir_value(loc=loc, ip=ip)],
+            "{\n.reg .f32 nm;\n"
+            "neg.f32 nm, $1;\n"
+            "fma.rn.f32 $0, nm, $2, $3;\n}",
+            "=f,f,f,f",
+        )
+    )
+
+
+@dsl_user_op
+def affine_bias(e: Int32, row_off: Float32, a: Float32, b: Float32, *, loc=None, ip=None) -> Float32:
+    """fma(A, fl(row_off - e), B) with row_off = fma(-m, c, log2 6) (row_offset): the
+    per-block constant of y = A x + B, x = (s - m) c + log2 6 - e."""
+    return Float32(
+        _asm(
+            T.f32(),
+            [Int32(e).ir_value(loc=loc, ip=ip), Float32(row_off).ir_value(loc=loc, ip=ip),
              Float32(a).ir_value(loc=loc, ip=ip), Float32(b).ir_value(loc=loc, ip=ip)],
             "{\n.reg .f32 fe, qb;\n"
             "cvt.rn.f32.s32 fe, $1;\n"

@@ -61,14 +61,14 @@ static inline void wan_fp4_direct_p_fp4_sm100a_Kernel_Module_Unload(wan_fp4_dire
 #ifdef __cplusplus
 extern "C"
 #endif
-void _mlir_wan_fp4_direct_p_fp4_sm100a__mlir_ciface_cutlass___call___wan_fp4kernelssm100kernelDirectPFP4Sm100_object_at__Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem____________CUstream0x0(void **args, int32_t num_args);
+void _mlir_wan_fp4_direct_p_fp4_sm100a__mlir_ciface_cutlass___call___wan_fp4kernelssm100kernelDirectPFP4Sm100_object_at__Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_____________CUstream0x0(void **args, int32_t num_args);
 
-static inline int32_t cute_dsl_wan_fp4_direct_p_fp4_sm100a_wrapper(wan_fp4_direct_p_fp4_sm100a_Kernel_Module_t *module, void *q_ptr, void *sfq_ptr, void *k_ptr, void *sfk_ptr, void *vt_ptr, void *sfv_ptr, void *o_ptr, void *l_ptr, int32_t seq_q, int32_t seq_kv, int32_t batch, int32_t heads, int32_t sq_pad, int32_t skv_pad, float qk_log2, float affine_ac, float affine_a, float affine_b, int32_t num_ctas, cudaStream_t stream) {
+static inline int32_t cute_dsl_wan_fp4_direct_p_fp4_sm100a_wrapper(wan_fp4_direct_p_fp4_sm100a_Kernel_Module_t *module, void *q_ptr, void *sfq_ptr, void *k_ptr, void *sfk_ptr, void *vt_ptr, void *sfv_ptr, void *o_ptr, void *l_ptr, void *m_ptr, int32_t seq_q, int32_t seq_kv, int32_t batch, int32_t heads, int32_t sq_pad, int32_t skv_pad, int32_t guard, float qk_log2, float affine_ac, float affine_a, float affine_b, int32_t num_ctas, cudaStream_t stream) {
     int32_t ret = 0;
-    void *args[21] = {
-        &q_ptr, &sfq_ptr, &k_ptr, &sfk_ptr, &vt_ptr, &sfv_ptr, &o_ptr, &l_ptr, &seq_q, &seq_kv, &batch, &heads, &sq_pad, &skv_pad, &qk_log2, &affine_ac, &affine_a, &affine_b, &num_ctas, &stream,
+    void *args[23] = {
+        &q_ptr, &sfq_ptr, &k_ptr, &sfk_ptr, &vt_ptr, &sfv_ptr, &o_ptr, &l_ptr, &m_ptr, &seq_q, &seq_kv, &batch, &heads, &sq_pad, &skv_pad, &guard, &qk_log2, &affine_ac, &affine_a, &affine_b, &num_ctas, &stream,
         &ret
     };
-    _mlir_wan_fp4_direct_p_fp4_sm100a__mlir_ciface_cutlass___call___wan_fp4kernelssm100kernelDirectPFP4Sm100_object_at__Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem____________CUstream0x0(args, 21);
+    _mlir_wan_fp4_direct_p_fp4_sm100a__mlir_ciface_cutlass___call___wan_fp4kernelssm100kernelDirectPFP4Sm100_object_at__Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_____________CUstream0x0(args, 23);
     return ret;
 }
