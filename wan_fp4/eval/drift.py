@@ -7,7 +7,6 @@ processor reproduces the stock one (cosine 1, relative L2 0 when it does).
 """
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -86,48 +85,28 @@ class RunResult:
     trajectory: list = field(default_factory=list)   # per step: {"step", "cosine", "rel_l2"}
 
 
-def _latent_run(pipe, cfg: DriftConfig, steps: int):
-    """Final latent and the latent after every step, for one seeded run."""
-    trajectory = []
-
-    def keep(_pipe, _i, _t, kwargs):
-        trajectory.append(kwargs["latents"].detach().to("cpu", torch.float64, copy=True))
-        return {}
-
-    generator = torch.Generator("cpu").manual_seed(cfg.seed)
-    out = pipe(prompt=cfg.prompt, negative_prompt=cfg.negative_prompt, height=cfg.height, width=cfg.width,
-               num_frames=cfg.frames, num_inference_steps=steps, guidance_scale=cfg.guidance,
-               generator=generator, output_type="latent", callback_on_step_end=keep,
-               callback_on_step_end_tensor_inputs=["latents"])
-    return out.frames.detach().to("cpu", torch.float64), trajectory
-
-
 def run_drift(pipe, cfg: DriftConfig, *, progress: bool = True) -> list[RunResult]:
-    """One control run and one run per mode for each step count; returns every comparison."""
-    from .. import processor
+    """One control run and one run per mode for each step count; returns every comparison.
+    Runs go through `policies.run` (a mode is the policy "this mode everywhere"), the same seeded
+    run the drift report uses."""
+    from .policies import mode_policy, run
 
+    layers = pipe.transformer.config.num_layers
     results = []
     total = len(cfg.steps) * (1 + len(cfg.modes))
     pipe.set_progress_bar_config(disable=True)  # one bar over all runs instead of one per run
     with tqdm(total=total, desc="drift", unit="run", disable=not progress) as bar:
         for steps in cfg.steps:
             bar.set_postfix_str(f"steps={steps} control")
-            ref, ref_traj = _latent_run(pipe, cfg, steps)
+            ref = run(pipe, cfg, steps, None)
             bar.update()
             for mode in cfg.modes:
                 bar.set_postfix_str(f"steps={steps} {mode}")
-                handle = processor.enable(pipe, mode=mode, cross_attention=cfg.cross_attention)
-                try:
-                    start = time.perf_counter()
-                    lat, traj = _latent_run(pipe, cfg, steps)
-                    seconds = time.perf_counter() - start
-                    kernels = {f"{m} / {k}": n for (m, k), n in sorted(handle.call_counts().items())}
-                finally:
-                    processor.disable(pipe)
+                out = run(pipe, cfg, steps, mode_policy(mode, layers))
                 per_step = [{"step": i + 1, **{k: v for k, v in compare(x, r).items() if k != "max_abs"}}
-                            for i, (x, r) in enumerate(zip(traj, ref_traj))]
-                results.append(RunResult(steps=steps, mode=mode, seconds=seconds, kernels=kernels,
-                                         trajectory=per_step, **compare(lat, ref)))
+                            for i, (x, r) in enumerate(zip(out.trajectory, ref.trajectory))]
+                results.append(RunResult(steps=steps, mode=mode, seconds=out.seconds, kernels=out.kernels,
+                                         trajectory=per_step, **compare(out.latent, ref.latent)))
                 bar.update()
     return results
 
