@@ -138,3 +138,10 @@ def test_bench_modules_exist():
 
     for module in cli.BENCH_ENTRY.values():
         assert callable(importlib.import_module(module).main)
+
+
+def test_generate_checks_the_output_path_before_running(tmp_path, capsys, monkeypatch):
+    # a path imageio cannot write is refused up front, not after a whole (GPU) generation
+    monkeypatch.setattr(cli, "_load", lambda *a, **k: pytest.fail("the model was loaded"), raising=False)
+    err = _usage_error(capsys, ["generate", "--prompt", "a cat", "--out", str(tmp_path / "video"), *SMALL])
+    assert "--out must be a video file" in err

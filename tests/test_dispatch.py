@@ -89,3 +89,33 @@ def test_every_kernel_answers_the_support_question(name):
         assert isinstance(ok, bool) and isinstance(why, str)
         if name != "triton":  # the Triton kernels run on CPU under the interpreter
             assert not ok and why
+
+
+def test_custom_op_fake_kernel_matches_the_real_op_for_strided_inputs():
+    # A (B, H, S, D) tensor transposed to diffusers' layout has unit last stride but other strides
+    # than its shape's contiguous ones; the op's fake (meta) result must match the real one, or
+    # torch.compile with inductor rejects the graph.
+    import math
+
+    x = torch.randn(1, 2, 64, 32)
+    q, k, v = (x.transpose(1, 2), torch.randn(1, 2, 64, 32).transpose(1, 2), torch.randn(1, 2, 64, 32).transpose(1, 2))
+    for mode, kernel in (("fp8", "reference"), ("bf16", "sdpa")):
+        args = (q, k, v, mode, kernel, 1 / math.sqrt(32), 1.6, 0.95, math.nan)
+        torch.library.opcheck(torch.ops.wan_fp4.attention.default, args)
+        torch.library.opcheck(torch.ops.wan_fp4.attention_lse.default, args)
+
+
+class _FakeCudaTensor:
+    is_cuda = True
+    device = "cuda:0"
+    shape = (1, 10, 2, 64)
+
+
+def test_gpu_without_a_kernel_falls_back_visibly(monkeypatch, caplog):
+    from wan_fp4 import dispatch
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))  # an A100
+    q = _FakeCudaTensor()
+    with caplog.at_level(logging.WARNING, logger="wan_fp4"):
+        assert dispatch.kernel_for(q, "direct-p", q, q) == "emulation"
+    assert "no GPU kernel for mode 'direct-p' on sm_80" in caplog.text

@@ -221,3 +221,12 @@ def test_key_mean_does_not_depend_on_the_layout():
     assert torch.equal(reference.key_mean(k.transpose(1, 2).contiguous().transpose(1, 2)), full)
     assert torch.equal(reference.key_mean(k[:, torch.randperm(5000)]), full)
     assert (full.double() - k.double().mean(dim=1)).abs().max() < 1e-6
+
+
+@pytest.mark.parametrize("mode", LOW_PRECISION)
+@pytest.mark.parametrize("where, bad", [("q", math.inf), ("k", -math.inf), ("v", math.nan)])
+def test_non_finite_inputs_are_an_error_not_a_saturated_code(mode, where, bad):
+    q, k, v = (t.float() for t in _qkv(1, 40, 50, 2, 64, seed=18))
+    {"q": q, "k": k, "v": v}[where][0, 5, 1, 3] = bad
+    with pytest.raises(ValueError, match=f"{where} contains NaN or inf"):
+        reference.attention(q, k, v, mode)

@@ -13,6 +13,7 @@ import argparse
 import os
 import shlex
 import sys
+from pathlib import Path
 
 # Defaults for real Wan2.1 checkpoints: the pipeline's own for generate, DESIGN §6 for drift.
 # A registered model may override them (the tiny model uses small geometry so it runs in seconds).
@@ -20,6 +21,7 @@ GENERATE_DEFAULTS = {"height": 480, "width": 832, "frames": 81, "steps": 50}
 DRIFT_DEFAULTS = {"height": 512, "width": 768, "frames": 17}
 DTYPES = ("bfloat16", "float16", "float32")
 BENCH_KINDS = ("attention", "e2e")
+VIDEO_SUFFIXES = (".mp4", ".mkv", ".mov", ".avi")  # what imageio-ffmpeg writes from a file name
 # `wan-fp4 bench KIND ARGS` calls BENCH_ENTRY[KIND]'s main(ARGS) -> exit code.
 BENCH_ENTRY = {"attention": "wan_fp4.eval.bench_attention", "e2e": "wan_fp4.eval.latency"}
 
@@ -161,6 +163,9 @@ def cmd_generate(args, parser, argv) -> int:
         parser.error(f"--attention must be one of {', '.join(MODES)}, got {args.attention!r}")
     if not args.prompt:
         parser.error("--prompt is required and must not be empty")
+    if Path(args.out).suffix.lower() not in VIDEO_SUFFIXES:
+        # checked before the run: a bad path must not cost a whole generation
+        parser.error(f"--out must be a video file ({', '.join(VIDEO_SUFFIXES)}), got {args.out!r}")
     device = _device(args, parser)
     info = _resolve(args, parser, GENERATE_DEFAULTS)
     pipe = _load(args, info, device)

@@ -108,7 +108,10 @@ def kernel_for(q, mode, k=None, v=None, *, fp4: FP4Params | None = None) -> str:
         if ok:
             return name
         _warn_once(f"{name} not used for mode {mode!r}: {why}")
-    # Same numerics as the kernels, in torch on the GPU: the exact emulation.
+    # Same numerics as the kernels, in torch on the GPU: the exact emulation, slow.
+    major, minor = torch.cuda.get_device_capability(q.device)
+    _warn_once(f"no GPU kernel for mode {mode!r} on sm_{major}{minor}: running the exact torch emulation "
+               "on the GPU (same numerics, much slower)")
     return "emulation"
 
 
@@ -208,7 +211,7 @@ def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mode: str, 
 
 @_attention_op.register_fake
 def _(q, k, v, mode, kernel, scale, a, b, guard):
-    return torch.empty_like(q)
+    return q.new_empty(q.shape)  # the real op returns a contiguous tensor, whatever q's strides
 
 
 @torch.library.custom_op("wan_fp4::attention_lse", mutates_args=())
@@ -221,4 +224,4 @@ def _attention_lse_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mode: s
 @_attention_lse_op.register_fake
 def _(q, k, v, mode, kernel, scale, a, b, guard):
     bsz, sq, h, _ = q.shape
-    return torch.empty_like(q), q.new_empty((bsz, h, sq), dtype=torch.float32)
+    return q.new_empty(q.shape), q.new_empty((bsz, h, sq), dtype=torch.float32)

@@ -48,6 +48,8 @@ def attention(q, k, v, mode="bf16", scale=None, *, fp4: FP4Params | None = None,
     check_mode(mode)
     _check_shapes(q, k, v)
     scale = default_scale(q.shape[-1]) if scale is None else float(scale)
+    if mode != "bf16":
+        check_finite(q, k, v)
     if mode == "bf16":
         out, lse = _exact_attention(q, k, v, scale)
     elif mode in ("fp8", "direct-p"):
@@ -56,6 +58,14 @@ def attention(q, k, v, mode="bf16", scale=None, *, fp4: FP4Params | None = None,
         out, lse = _fp4_attention(q, k, v, scale, fp4 or FP4Params())
     out = out.to(q.dtype)
     return (out, lse) if return_lse else out
+
+
+def check_finite(q, k, v) -> None:
+    """The quantisers need finite inputs: NaN or inf would otherwise turn into a scale or a
+    saturated code (a finite, wrong output) instead of an error."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not torch.isfinite(t).all():
+            raise ValueError(f"{name} contains NaN or inf; the low-precision modes need finite inputs")
 
 
 def log2_scale(scale: float) -> float:

@@ -504,7 +504,7 @@ def _clean(obj):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="bench_e2e", description=(
+    p = argparse.ArgumentParser(prog="wan-fp4 bench e2e", description=(
         "Per-forward latency of a Wan2.1 transformer for each attention mode and control at real shapes, "
         "with CUDA events after warm-up; per-call attention times; speed-up vs stock diffusers BF16."))
     p.add_argument("--model", default="random:14b",

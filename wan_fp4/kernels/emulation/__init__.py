@@ -108,6 +108,7 @@ def prepare_operands(q, k, v, guard_margin=None, operand_dtype=None):
     skv = k.shape[1]
     dp = max(16, triton.next_power_of_2(d))
     skv_pad = -(-skv // TILE_N) * TILE_N
+    reference.check_finite(q, k, v)  # as the reference: an error, not a saturated code
     q_hat = formats.nvfp4_quantize_qk(q).dequantize().transpose(1, 2)  # (B,H,Sq,D) float32 view
     k_hat = formats.nvfp4_quantize_qk(k).dequantize().transpose(1, 2)
     v_unscaled = formats.mxfp4_quantize_v(v).dequantize_unscaled().transpose(1, 2)  # keys to 32
