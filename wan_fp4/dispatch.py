@@ -178,10 +178,10 @@ def _run(q, k, v, mode, kernel, scale, a, b, guard, want_lse):
         out = _bf16_kernel(q, k, v, kernel, scale)
         return out, (_lse_exact(q, k, scale) if want_lse else None)
     fn = getattr(_kernel_module(kernel), _KERNELS[kernel][1])
-    extra = {"fp4": fp4} if mode == "direct-p-fp4" else {}  # the FP4 map's affine and guard
+    # every kernel takes the FP4 map (affine, guard); the FP8 kernels ignore it
     if want_lse:
-        return fn(q, k, v, mode, scale=scale, return_lse=True, **extra)
-    return fn(q, k, v, mode, scale=scale, **extra), None
+        return fn(q, k, v, mode, scale=scale, return_lse=True, fp4=fp4)
+    return fn(q, k, v, mode, scale=scale, fp4=fp4), None
 
 
 def _bf16_kernel(q, k, v, kernel, scale):

@@ -235,9 +235,10 @@ def attention_prepared(prep: PreparedFP8, mode: str, scale: float, out: torch.Te
 
 
 def triton_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mode: str,
-                     scale: float | None = None, *, return_lse: bool = False):
+                     scale: float | None = None, *, return_lse: bool = False, fp4=None):
     """fp8 / direct-p attention on (B, S, H, D) tensors -> out (B, S_q, H, D) in q.dtype
-    [, lse (B, H, S_q) float32, natural log, as `reference.attention(..., return_lse=True)`]."""
+    [, lse (B, H, S_q) float32, natural log, as `reference.attention(..., return_lse=True)`].
+    fp4 (the FP4 map dispatch hands every kernel) is unused by these FP8 modes."""
     check_mode(mode)
     ok, why = is_supported(q, k, v, mode)
     if not ok:
