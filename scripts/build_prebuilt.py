@@ -3,6 +3,9 @@
     python scripts/build_prebuilt.py                 # every arch: sm90a and sm100a
     python scripts/build_prebuilt.py --only sm100    # one arch family (sm90, sm100)
     python scripts/build_prebuilt.py --no-link       # .h/.o + manifest only (what git tracks)
+    python scripts/build_prebuilt.py --only sm90 --out DIR --sm90-config '{"pingpong": true}' ...
+                                                     # experiments: D128 kernels of other
+                                                     # configs (plus the defaults) into DIR
 
 Each entry compiles one kernel for its arch and exports it with `export_to_c` (a header plus an
 object holding the host launch code and the cubin; wan_fp4.kernels.aot.export loads the DSL
@@ -19,7 +22,9 @@ the source hash and the manifest format.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
+import json
 import sys
 from pathlib import Path
 
@@ -27,16 +32,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def _sm90_entry(mode, head_dim):
-    from wan_fp4.kernels.sm90 import DEFAULT_CONFIG
+def _sm90_entry(mode, head_dim, config=None):
+    from wan_fp4.kernels.sm90 import default_config
     from wan_fp4.kernels.sm90.aot import kernel_name
+
+    cfg = {**default_config(mode), **(config or {})}
 
     def build():
         from wan_fp4.kernels.sm90.compile import compile_kernel
 
-        return compile_kernel(mode, head_dim, **DEFAULT_CONFIG)
+        return compile_kernel(mode, head_dim, **cfg)
 
-    return kernel_name(mode, head_dim), "sm90", build, {"mode": mode, "head_dim": head_dim, "config": DEFAULT_CONFIG}
+    return kernel_name(mode, head_dim, cfg), "sm90", build, {"mode": mode, "head_dim": head_dim, "config": cfg}
 
 
 def _sm100_entry():
@@ -70,17 +77,26 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default=None, choices=sorted({e[1] for e in ENTRIES}), help="arch family to build")
     ap.add_argument("--no-link", action="store_true", help="export .h/.o (and the manifest) only")
+    ap.add_argument("--sm90-config", action="append", default=[], type=json.loads,
+                    help="JSON options of extra sm90 D128 kernels, both modes (repeatable)")
+    ap.add_argument("--out", type=Path, default=None, help="write into DIR instead of the package's prebuilt/")
     args = ap.parse_args()
+    entries = ENTRIES + [_sm90_entry(mode, 128, cfg) for cfg in args.sm90_config for mode in ("direct-p", "fp8")]
     built: dict = {}
-    for name, family, build, meta in ENTRIES:
+    for name, family, build, meta in entries:
         if args.only and family != args.only:
             continue
         pb = prebuilt_of(family)
+        if args.out is not None:
+            args.out.mkdir(parents=True, exist_ok=True)
+            pb = dataclasses.replace(pb, directory=args.out)
         export(build(), pb.directory, name)
         print(f"exported {pb.arch}/{name}.h/.o", flush=True)
         built.setdefault(family, {})[name] = meta
     for family, kernels in built.items():
         pb = prebuilt_of(family)
+        if args.out is not None:
+            pb = dataclasses.replace(pb, directory=args.out)
         path = pb.write_manifest(kernels)
         print(f"wrote {pb.arch}/{path.name} (source hash {pb.source_hash()})", flush=True)
         if not args.no_link:

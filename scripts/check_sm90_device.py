@@ -3,15 +3,18 @@
     python scripts/check_sm90_device.py check   # compile + compare with wan_fp4.reference at awkward shapes
     python scripts/check_sm90_device.py bench   # time vs torch SDPA (cuDNN BF16) in the same run
     python scripts/check_sm90_device.py all     # both, one job
+    ... --configs '{"pingpong": true}' ... --prebuilt-dir DIR   # configs built ahead of time
+                                                # (build_prebuilt.py --out DIR): no DSL needed
 
-check also compares the prebuilt (AOT, ctypes shim) kernel with the JIT one bit for bit, and the
-Triton V^T re-layout pass with the torch gather.
+check also compares the prebuilt (AOT, ctypes shim) kernel with the JIT one bit for bit (when the
+DSL is installed), and the pre-pass's kernel V^T layout with its definition (the torch gather).
 
 check: fresh N(0,1) BF16 inputs per shape; outputs poisoned with NaN before the launch; reference
   run in torch on the same GPU with TF32 off; prints relative L2 (||out - ref|| / ||ref||), max abs
   error and LSE error. Fails (exit 1) if any rel L2 > 1e-2 or any NaN.
 bench: triton.testing.do_bench median; TFLOP/s = 4 B H S^2 D / t. "kernel" times the attention
-  kernel on prepared operands; "e2e" adds the FP8 quantisation pre-pass and the V^T re-layout.
+  kernel on prepared operands; "e2e" is sm90_attention (quantisation pre-pass + kernel). The FP8
+  tensor-core ceiling is measured in the same run: cuBLAS FP8 GEMM (torch._scaled_mm) 8192^3.
 """
 from __future__ import annotations
 
@@ -29,7 +32,8 @@ sys.path.insert(0, ROOT)
 from wan_fp4 import reference  # noqa: E402
 from wan_fp4.kernels import sm90  # noqa: E402
 from wan_fp4.kernels.prepare import prepare_fp8  # noqa: E402
-from wan_fp4.kernels.sm90.layout import sm90_v_layout  # noqa: E402
+from wan_fp4.kernels.sm90 import aot  # noqa: E402
+from wan_fp4.kernels.sm90.layout import sm90_v_layout, v_layout_args  # noqa: E402
 
 TOL = 1e-2
 
@@ -43,13 +47,16 @@ def _rel(a, b):
     return ((a - b).norm() / b.norm()).item(), (a - b).abs().max().item()
 
 
+PREBUILT = None  # launch's prebuilt argument: None = AOT kernel if usable, else JIT
+
+
 def check_one(name, b, h, sq, skv, d, mode, config, gen, rows=None):
     faulthandler.dump_traceback_later(90, exit=True)  # a hung kernel ends the job, not the lease
     q, k, v = _rand(b, sq, h, d, gen), _rand(b, skv, h, d, gen), _rand(b, skv, h, d, gen)
-    ops = prepare_fp8(q, k, v)
+    ops = prepare_fp8(q, k, v, **v_layout_args(mode))
     out = torch.full((b, sq, h, d), float("nan"), dtype=torch.bfloat16, device="cuda")
     lse = torch.full((b, h, sq), float("nan"), dtype=torch.float32, device="cuda")
-    sm90.launch(ops, mode, d, config=config, out=out, lse=lse, prebuilt=False)
+    sm90.launch(ops, mode, d, config=config, out=out, lse=lse, prebuilt=PREBUILT)
     torch.cuda.synchronize()
     lse = lse + sm90.lse_shift(ops, d)  # the reference adds back the K-smoothing shift
     qr = q if rows is None else q[:, rows]
@@ -78,28 +85,26 @@ def accum_probe(gen):
         print(f"accum probe: _scaled_mm e4m3 K=128 use_fast_accum={fast}: relL2 vs fp32 = {rel:.3e}", flush=True)
 
 
-CHECK_CONFIGS = [dict(sm90.DEFAULT_CONFIG), {"fold": 1}, {"fold": 2, "intra": True}]
+def _dsl_installed():
+    import importlib.util
+
+    return importlib.util.find_spec("cutlass") is not None
 
 
 def check_prebuilt_and_layout(gen):
-    """Prebuilt (AOT shim) vs JIT, bit for bit, per mode; Triton V^T re-layout vs torch gather."""
-    from wan_fp4.kernels.sm90 import aot
-
+    """The pre-pass's kernel V^T layout vs its definition; prebuilt (AOT shim) vs JIT, bit for bit,
+    per mode (when the DSL is installed)."""
     ok = True
     for d in (128, 64):
         q, k, v = _rand(2, 1000, 3, d, gen), _rand(2, 1000, 3, d, gen), _rand(2, 1000, 3, d, gen)
-        ops = prepare_fp8(q, k, v)
-        for direct in (True, False):
-            a = sm90_v_layout(ops.v8t, direct, backend="torch").view(torch.uint8)
-            b_ = sm90_v_layout(ops.v8t, direct, backend="triton").view(torch.uint8)
-            same = torch.equal(a, b_)
-            ok &= same
-            print(f"{'ok  ' if same else 'FAIL'} relayout triton == torch D{d} direct={direct}", flush=True)
+        plain = prepare_fp8(q, k, v)
         for mode in sm90.MODES:
-            fn = aot.prebuilt_launcher(mode, d)
-            if fn is None:
-                print(f"FAIL prebuilt {mode} D{d}: none usable ({aot.find(mode, d, build=False)})", flush=True)
-                ok = False
+            ops = prepare_fp8(q, k, v, **v_layout_args(mode))
+            same = torch.equal(ops.v8t.view(torch.uint8),
+                               sm90_v_layout(plain.v8t, mode == "direct-p").view(torch.uint8))
+            ok &= same
+            print(f"{'ok  ' if same else 'FAIL'} pre-pass V^T layout == definition D{d} {mode}", flush=True)
+            if not _dsl_installed():
                 continue
             outs = []
             for pb in (True, False):
@@ -115,10 +120,10 @@ def check_prebuilt_and_layout(gen):
     return ok
 
 
-def do_check():
+def do_check(configs):
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    gen = torch.Generator(device="cuda").manual_seed(20261129)
+    gen = torch.Generator(device="cuda").manual_seed(20261130)
     accum_probe(gen)  # the FP8 tensor-core accumulation floor docs/NUMERICS.md cites
     ok = True
     try:
@@ -126,23 +131,17 @@ def do_check():
     except Exception as e:
         print(f"FAIL prebuilt/layout: {type(e).__name__}: {e}", flush=True)
         ok = False
-    t = time.time()
-    from wan_fp4.kernels.sm90.compile import compile_kernel
-
-    for cfg in CHECK_CONFIGS:
-        compile_kernel("direct-p", 128, **{**sm90.DEFAULT_CONFIG, **cfg})
-    print(f"compile: {time.time() - t:.1f} s", flush=True)
     cases = [
         ("B2 H3 S1000", 2, 3, 1000, 1000, 128, None),
         ("B1 H12 S4097", 1, 12, 4097, 4097, 128, None),
         ("B1 H4 Sq4097 Skv512", 1, 4, 4097, 512, 128, None),
         ("B1 H2 Sq100 Skv77", 1, 2, 100, 77, 128, None),
+        ("B1 H12 S7680 rows", 1, 12, 7680, 7680, 128, [slice(0, 256), slice(7552, 7680)]),
         ("B1 H12 S32760 rows", 1, 12, 32760, 32760, 128, [slice(0, 256), slice(32640, 32760)]),
     ]
     for mode in sm90.MODES:
         for name, b, h, sq, skv, d, rows in cases:
-            cfgs = CHECK_CONFIGS if mode == "direct-p" else CHECK_CONFIGS[:1]
-            for cfg in cfgs:
+            for cfg in configs:
                 if rows is None:
                     ok &= check_one(name, b, h, sq, skv, d, mode, cfg, gen)
                 else:
@@ -158,42 +157,55 @@ def do_check():
     return ok
 
 
+def fp8_gemm_ceiling(bench):
+    """cuBLAS FP8 GEMM (E4M3 x E4M3 -> BF16, 8192^3) in the same run: the tensor-core rate a
+    large, simple FP8 product reaches on this machine."""
+    n = 8192
+    a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
+    b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn).t()
+    one = torch.ones((), device="cuda")
+    bench("cuBLAS FP8 GEMM 8192^3 (tensor-core ceiling)", 2 * n ** 3,
+          lambda: torch._scaled_mm(a, b, one, one, out_dtype=torch.bfloat16, use_fast_accum=True))
+
+
 def do_bench(shapes, configs):
     import triton.testing as tt
 
     gen = torch.Generator(device="cuda").manual_seed(7)
     rows = []
+
+    def bench(label, name, flops, fn):
+        faulthandler.dump_traceback_later(120, exit=True)
+        ms = tt.do_bench(fn, warmup=25, rep=150, return_mode="median")
+        rows.append((label, name, ms, flops / ms / 1e9))
+        print(f"{label:16s} {name:52s} {ms:9.3f} ms {flops / ms / 1e9:7.1f} TFLOP/s", flush=True)
+
+    fp8_gemm_ceiling(lambda name, flops, fn: bench("-", name, flops, fn))
     for b, h, s in shapes:
         d = 128
         q, k, v = _rand(b, s, h, d, gen), _rand(b, s, h, d, gen), _rand(b, s, h, d, gen)
         flops = 4 * b * h * s * s * d
         label = f"B{b} H{h} S{s}"
-
-        def bench(name, fn):
-            faulthandler.dump_traceback_later(120, exit=True)
-            ms = tt.do_bench(fn, warmup=25, rep=150, return_mode="median")
-            rows.append((label, name, ms, flops / ms / 1e9))
-            print(f"{label:16s} {name:40s} {ms:9.3f} ms {flops / ms / 1e9:7.1f} TFLOP/s", flush=True)
-
         qt, kt, vt_ = (x.transpose(1, 2) for x in (q, k, v))
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-            bench("torch SDPA cuDNN BF16", lambda: torch.nn.functional.scaled_dot_product_attention(qt, kt, vt_))
-        ops = prepare_fp8(q, k, v)
+            bench(label, "torch SDPA cuDNN BF16", flops,
+                  lambda: torch.nn.functional.scaled_dot_product_attention(qt, kt, vt_))
         for mode in sm90.MODES:
-            vt = sm90_v_layout(ops.v8t, mode == "direct-p")
+            ops = prepare_fp8(q, k, v, **v_layout_args(mode))
             out = torch.empty(b, s, h, d, dtype=torch.bfloat16, device="cuda")
             lse = torch.empty(b, h, s, dtype=torch.float32, device="cuda")
-            for cfg in (configs if mode == "direct-p" else configs[:1]):
-                bench(f"sm90 {mode} kernel JIT {cfg}",
-                      lambda: sm90.launch(ops, mode, d, config=cfg, out=out, lse=lse, vt=vt, prebuilt=False))
-            bench(f"sm90 {mode} kernel prebuilt (default cfg)",
-                  lambda: sm90.launch(ops, mode, d, out=out, lse=lse, vt=vt, prebuilt=True))
-        bench("sm90 V^T relayout pass (Triton)", lambda: sm90_v_layout(ops.v8t, True))
-        bench("sm90 V^T relayout (torch gather, old)", lambda: sm90_v_layout(ops.v8t, True, backend="torch"))
-        bench("sm90 direct-p e2e (prepare+layout+kernel)", lambda: sm90.sm90_attention(q, k, v, "direct-p"))
-        del q, k, v, ops, qt, kt, vt_
+            for cfg in configs:
+                bench(label, f"sm90 {mode} kernel {aot.kernel_name(mode, d, cfg)[12:]}", flops,
+                      lambda: sm90.launch(ops, mode, d, config=cfg, out=out, lse=lse, prebuilt=PREBUILT))
+            del ops
+        bench(label, "pre-pass, plain V^T", flops, lambda: prepare_fp8(q, k, v))
+        bench(label, "pre-pass, V^T in the sm90 direct-p layout", flops,
+              lambda: prepare_fp8(q, k, v, **v_layout_args("direct-p")))
+        bench(label, "sm90 direct-p e2e (sm90_attention)", flops, lambda: sm90.sm90_attention(q, k, v, "direct-p"))
+        bench(label, "sm90 fp8 e2e (sm90_attention)", flops, lambda: sm90.sm90_attention(q, k, v, "fp8"))
+        del q, k, v, qt, kt, vt_
         torch.cuda.empty_cache()
     print("\n| shape | kernel | ms | TFLOP/s |\n|---|---|---|---|")
     for label, name, ms, tf in rows:
@@ -201,19 +213,30 @@ def do_bench(shapes, configs):
 
 
 def main():
+    global PREBUILT
+    import json
+    from pathlib import Path
+
     ap = argparse.ArgumentParser()
     ap.add_argument("what", choices=["check", "bench", "all"])
     ap.add_argument("--quick", action="store_true", help="bench only the first shape")
+    ap.add_argument("--configs", nargs="*", type=json.loads, default=[],
+                    help="extra kernel configs (JSON, over each mode's default) to check and time")
+    ap.add_argument("--prebuilt-dir", type=Path, default=None,
+                    help="load prebuilt kernels (all configs) from DIR (build_prebuilt.py --out DIR)")
     args = ap.parse_args()
     print(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), torch.cuda.get_device_name(),
-          "torch", torch.__version__, flush=True)
+          "torch", torch.__version__, "DSL installed:", _dsl_installed(), flush=True)
+    if args.prebuilt_dir is not None:
+        aot.PREBUILT.directory = args.prebuilt_dir.resolve()
+    if not _dsl_installed():
+        PREBUILT = True  # without the DSL every config must be prebuilt: fail loudly, never skip
+    configs = [{}] + args.configs  # over each mode's default_config
     ok = True
     if args.what in ("check", "all"):
-        ok = do_check()
+        ok = do_check(configs)
     if args.what in ("bench", "all"):
         shapes = [(1, 12, 32760), (1, 40, 32760), (1, 40, 75600)]
-        configs = [dict(sm90.DEFAULT_CONFIG), {**sm90.DEFAULT_CONFIG, "fold": 1},
-                   {**sm90.DEFAULT_CONFIG, "fold": 2, "intra": True}]
         do_bench(shapes[:1] if args.quick else shapes, configs)
     sys.exit(0 if ok else 1)
 

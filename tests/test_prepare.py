@@ -85,6 +85,37 @@ def test_layout_padding_and_strided_input(backend):
     _assert_same_as_reference(prep, q, k, v)
 
 
+PERM = tuple((7 * i + 3) % 32 for i in range(32))  # any permutation of a 32-key block
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+@pytest.mark.parametrize("ones", [0, 8])
+def test_kernel_v_layout_permuted_keys_and_ones_rows(backend, ones):
+    """A kernel's own V^T layout (keys permuted within 32-key blocks, ones rows appended) written
+    by the pre-pass: the same codes as the plain layout, moved; rows after D are 1.0, 0, ..."""
+    b, sq, skv, h, d = 2, 100, 300, 3, 64
+    q, k, v = _inputs(b, sq, skv, h, d, seed=11)
+    plain = prepare.prepare_fp8(q, k, v, backend=backend)
+    perm = prepare.prepare_fp8(q, k, v, backend=backend, v_perm=PERM, v_ones_rows=ones)
+    assert perm.v8t.shape == (b, h, d + ones, 384) and perm.v8t.is_contiguous()
+    raw, got = plain.v8t.view(torch.uint8), perm.v8t.view(torch.uint8)
+    for j in (0, 1, 31, 32, 45, 299, 383):
+        src = 32 * (j // 32) + PERM[j % 32]
+        assert torch.equal(got[:, :, :d, j], raw[:, :, :, src]), j
+    if ones:
+        assert bool((got[:, :, d] == 0x38).all()) and bool((got[:, :, d + 1:] == 0).all())
+    assert torch.equal(perm.plain_v8t().view(torch.uint8), raw)
+    _assert_same_as_reference(perm, q, k, v)
+
+
+def test_kernel_v_layout_arguments_are_checked():
+    q, k, v = _inputs(1, 40, 40, 1, 64, seed=1)
+    with pytest.raises(ValueError, match="v_perm"):
+        prepare.prepare_fp8(q, k, v, backend="torch", v_perm=tuple(range(31)) + (0,))
+    with pytest.raises(ValueError, match="v_ones_rows"):
+        prepare.prepare_fp8(q, k, v, backend="torch", v_ones_rows=3)
+
+
 @pytest.mark.parametrize("backend", ["torch", "triton"])
 def test_all_zero_block_gets_scale_one(backend):
     q, k, v = _inputs(1, 300, 140, 2, 64, seed=3)

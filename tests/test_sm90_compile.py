@@ -101,7 +101,7 @@ def test_sass_direct_p_bytes_are_one_ffma_sat_and_no_spills(tmp_path):
     if exe is None:
         pytest.skip("no cuobjdump (CUDA toolkit or triton) to disassemble the cubin")
     path = tmp_path / "dp.cubin"
-    path.write_bytes(cubin_of(compile_kernel("direct-p", 128, **sm90.DEFAULT_CONFIG, options=KEEP)))
+    path.write_bytes(cubin_of(compile_kernel("direct-p", 128, options=KEEP)))
     run = subprocess.run([exe, "-sass", str(path)], capture_output=True, text=True)
     if run.returncode != 0:
         pytest.skip(f"cuobjdump cannot read an sm_90a cubin: {run.stderr.strip()[:200]}")
@@ -112,10 +112,21 @@ def test_sass_direct_p_bytes_are_one_ffma_sat_and_no_spills(tmp_path):
     assert not re.search(r"\b(STL|LDL)\b", sass), "register spills"
 
 
-@pytest.mark.parametrize("cfg", [{"fold": 1}, {"fold": 2, "intra": True}])
+@pytest.mark.parametrize("cfg", [{"fold": 1}, {"intra": True}, {"pingpong": True}, {"stages": 3}])
 def test_other_configs_compile(cfg):
-    ptx = ptx_of(compile_kernel("direct-p", 128, **{**sm90.DEFAULT_CONFIG, **cfg}, options=KEEP))
+    ptx = ptx_of(compile_kernel("direct-p", 128, **cfg, options=KEEP))
     assert "fma.rn.sat.f32" in ptx
+    if cfg.get("pingpong"):  # the turn-taking named barriers
+        assert re.search(r"\bbar(rier)?(\.cta)?\.arrive", ptx) and re.search(r"\bbar(rier)?(\.cta)?\.sync", ptx)
+
+
+def test_prebuilt_names_carry_the_options_that_differ_from_the_mode_default():
+    from wan_fp4.kernels.sm90 import aot
+
+    assert sm90.default_config("fp8")["intra"] and not sm90.default_config("direct-p").get("intra")
+    assert aot.kernel_name("fp8", 128) == "wanfp4_sm90_fp8_d128"
+    assert aot.kernel_name("fp8", 128, {"intra": False}) == "wanfp4_sm90_fp8_d128_intra0"
+    assert aot.kernel_name("direct-p", 64, {"pingpong": True, "stages": 3}) == "wanfp4_sm90_directp_d64_pingpong1_stages3"
 
 
 def test_head_dim_64_compiles():
@@ -183,18 +194,21 @@ def test_is_supported_reasons():
         sm90.sm90_attention(q, q, q, "direct-p")
 
 
-def test_v_layout_triton_pass_matches_torch_under_interpreter():
-    """The fused Triton re-layout (used on CUDA) equals the torch gather, byte for byte."""
+def test_prepass_writes_the_kernel_v_layout_under_interpreter():
+    """What sm90_attention runs: the Triton pre-pass writing V^T straight into the kernel's layout
+    equals the plain pre-pass followed by the layout's definition (sm90_v_layout), byte for byte."""
     code = (
         "import torch\n"
-        "from wan_fp4.kernels.sm90.layout import sm90_v_layout\n"
+        "from wan_fp4.kernels.prepare import prepare_fp8\n"
+        "from wan_fp4.kernels.sm90.layout import sm90_v_layout, v_layout_args\n"
         "g = torch.Generator().manual_seed(5)\n"
-        "for d, s in ((128, 256), (64, 96)):\n"
-        "    v = (torch.randn(2, 3, d, s, generator=g) * 50).to(torch.float8_e4m3fn)\n"
-        "    for dp in (True, False):\n"
-        "        a = sm90_v_layout(v, dp, backend='torch').view(torch.uint8)\n"
-        "        b = sm90_v_layout(v, dp, backend='triton').view(torch.uint8)\n"
-        "        assert torch.equal(a, b), (d, s, dp)\n"
+        "for d, s in ((128, 256), (64, 77)):\n"
+        "    q, k, v = (torch.randn(1, s, 2, d, generator=g).bfloat16() for _ in range(3))\n"
+        "    plain = prepare_fp8(q, k, v, backend='triton')\n"
+        "    for mode in ('direct-p', 'fp8'):\n"
+        "        want = sm90_v_layout(plain.v8t, mode == 'direct-p').view(torch.uint8)\n"
+        "        got = prepare_fp8(q, k, v, backend='triton', **v_layout_args(mode)).v8t.view(torch.uint8)\n"
+        "        assert torch.equal(got, want), (d, s, mode)\n"
         "print('OK')\n")
     pytest.importorskip("triton")
     import os

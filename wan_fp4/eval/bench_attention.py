@@ -71,7 +71,10 @@ def main(argv=None):
     peers, missing = available_peers(args.peers)
     for name, why in missing.items():
         print(f"peer {name} unavailable: {why}", flush=True)
-    results = {"env": environment(), "missing_peers": missing, "shapes": []}
+    results = {"env": environment(), "missing_peers": missing, "shapes": [],
+               "fp8_gemm_tflops": fp8_gemm_tflops(do_bench)}
+    print(f"cuBLAS FP8 GEMM 8192^3 (the tensor-core rate a plain FP8 product reaches here): "
+          f"{results['fp8_gemm_tflops']:.0f} TFLOP/s", flush=True)
     for b, h, s, d in args.shapes:
         torch.manual_seed(s + h)
         q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
@@ -93,7 +96,8 @@ def main(argv=None):
                   f"check {check} ({time.time() - t0:.0f} s)", flush=True)
         for name, fn in peers.items():
             try:
-                err = rel_l2(fn(q, k, v)[:, :args.check_rows],
+                out = getattr(fn, "to_output", lambda o: o)(fn(q, k, v))
+                err = rel_l2(out[:, :args.check_rows],
                              reference.attention(q[:, :args.check_rows].float(), k.float(), v.float(), "bf16"))
                 ms = do_bench(lambda: fn(q, k, v), warmup=300, rep=args.rep_ms, return_mode="median")
                 entry["kernels"][PEER_LABELS[name]] = {"ms": ms, "tflops": tflops(b, h, s, d, ms),
@@ -111,6 +115,17 @@ def main(argv=None):
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=1))
     return 0
+
+
+def fp8_gemm_tflops(do_bench, n: int = 8192) -> float:
+    """cuBLAS E4M3 x E4M3 -> BF16 GEMM, n^3, in this run: what the FP8 tensor cores deliver on a
+    large plain product, the practical ceiling any FP8 attention kernel sits under."""
+    a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
+    b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn).t()
+    one = torch.ones((), device="cuda")
+    ms = do_bench(lambda: torch._scaled_mm(a, b, one, one, out_dtype=torch.bfloat16, use_fast_accum=True),
+                  warmup=100, rep=500, return_mode="median")
+    return 2 * n ** 3 / ms / 1e9
 
 
 def markdown_table(results):

@@ -7,7 +7,10 @@ Output: a `PreparedFP8` in the layout every FP8 attention kernel of this package
     q8     (B, H, Sq_pad, D)   float8_e4m3fn, contiguous; rows >= Sq are zero codes
     k8     (B, H, Skv_pad, D)  float8_e4m3fn, contiguous; K smoothed by its mean; rows >= Skv zero
     v8t    (B, H, D, Skv_pad)  float8_e4m3fn, contiguous: V transposed, so the PV product reads
-                               it K-major (keys contiguous), as FP8 wgmma needs; columns >= Skv zero
+                               it K-major (keys contiguous), as FP8 wgmma needs; columns >= Skv zero.
+                               A kernel may ask for its own V^T layout in the same pass (see
+                               `prepare_fp8`'s v_perm / v_ones_rows): keys permuted within 32-key
+                               blocks, and rows appended after D (row D all E4M3 1.0, the rest 0).
     q_scale (B, H, Sq_pad/128)  float32, one power-of-two scale per 128-query block
     k_scale (B, H, Skv_pad/128) float32, one per 128-key block (of the smoothed K)
     v_scale (B, H, D)           float32, one per channel over all keys
@@ -43,6 +46,7 @@ try:  # Triton is optional: CPU installs use the torch path.
 except ImportError:  # pragma: no cover - exercised only where triton is missing
     triton = None
 
+E4M3_ONE = 0x38  # the E4M3 byte of 1.0
 _INV_E4M3_MAX = 1.0 / E4M3_MAX  # rounded to float32 where used: fl(1/448), as NUMERICS says
 
 
@@ -57,18 +61,45 @@ class PreparedFP8:
     k_mean: torch.Tensor
     seq_q: int
     seq_kv: int
+    v_perm: tuple | None = None  # v8t column j holds key 32 (j // 32) + v_perm[j % 32]
+    v_ones_rows: int = 0  # rows of v8t after D (row D all E4M3 1.0, the rest 0)
+
+    def plain_v8t(self) -> torch.Tensor:
+        """v8t in the plain (B, H, D, Skv_pad) key order, whatever layout it was written in."""
+        d = self.q8.shape[-1]
+        vt = self.v8t[:, :, :d]
+        if self.v_perm is None:
+            return vt
+        inverse = torch.argsort(key_permutation(self.v_perm, vt.shape[-1], vt.device))
+        return vt.view(torch.uint8)[..., inverse].view(torch.float8_e4m3fn)
 
     def reference_layout(self) -> dict:
         """The fields of `reference.quantize_fp8` in its layout ((B,S,H,D) codes, (B,blocks,H) scales)."""
         return {
             "q8": self.q8[:, :, : self.seq_q].permute(0, 2, 1, 3),
             "k8": self.k8[:, :, : self.seq_kv].permute(0, 2, 1, 3),
-            "v8": self.v8t[..., : self.seq_kv].permute(0, 3, 1, 2),
+            "v8": self.plain_v8t()[..., : self.seq_kv].permute(0, 3, 1, 2),
             "q_scale": self.q_scale.transpose(1, 2),
             "k_scale": self.k_scale.transpose(1, 2),
             "v_scale": self.v_scale,
             "k_mean": self.k_mean,
         }
+
+
+def key_permutation(perm, s_pad: int, device=None) -> torch.Tensor:
+    """Gather index over a padded key axis (s_pad a multiple of 32): column j <- key
+    32 (j // 32) + perm[j % 32]."""
+    if s_pad % 32:
+        raise ValueError(f"s_pad must be a multiple of 32, got {s_pad}")
+    base = torch.arange(0, s_pad, 32, device=device).unsqueeze(1)
+    return (base + torch.tensor(perm, device=device).unsqueeze(0)).reshape(-1)
+
+
+def _check_v_layout(v_perm, v_ones_rows) -> None:
+    if v_perm is not None and sorted(v_perm) != list(range(32)):
+        raise ValueError(f"v_perm must be a permutation of range(32), got {v_perm!r}")
+    if v_ones_rows not in (0, 8):
+        raise ValueError(f"v_ones_rows must be 0 or 8, got {v_ones_rows!r}")
 
 
 def _padded(s: int) -> int:
@@ -116,7 +147,7 @@ def _e4m3_torch(x: torch.Tensor) -> torch.Tensor:
 
 
 # ------------------------------------------------------------------------------------ torch path
-def _prepare_torch(q, k, v) -> PreparedFP8:
+def _prepare_torch(q, k, v, v_perm=None, v_ones_rows=0) -> PreparedFP8:
     B, Sq, H, D = q.shape
     Skv = k.shape[1]
     sq_pad, skv_pad = _padded(Sq), _padded(Skv)
@@ -134,9 +165,16 @@ def _prepare_torch(q, k, v) -> PreparedFP8:
     k8, k_scale = blockwise(ks, skv_pad)
     v_scale = pow2_scale(_v_amax(v))
     vt = v.to(torch.float32).permute(0, 2, 3, 1) / v_scale[..., None]
-    v8t = _e4m3_torch(torch.nn.functional.pad(vt, (0, skv_pad - Skv)))
-    return PreparedFP8(q8.contiguous(), k8.contiguous(), v8t.contiguous(), q_scale, k_scale,
-                       v_scale, k_mean, Sq, Skv)
+    v8t = _e4m3_torch(torch.nn.functional.pad(vt, (0, skv_pad - Skv))).view(torch.uint8)
+    if v_perm is not None:
+        v8t = v8t[..., key_permutation(v_perm, skv_pad, v8t.device)]
+    if v_ones_rows:
+        extra = torch.zeros(B, H, v_ones_rows, skv_pad, dtype=torch.uint8, device=v8t.device)
+        extra[:, :, 0] = E4M3_ONE  # keys past S_kv see P = 0, so their ones are harmless
+        v8t = torch.cat([v8t, extra], dim=2)
+    v8t = v8t.contiguous().view(torch.float8_e4m3fn)
+    return PreparedFP8(q8.contiguous(), k8.contiguous(), v8t, q_scale, k_scale,
+                       v_scale, k_mean, Sq, Skv, v_perm, v_ones_rows)
 
 
 # ----------------------------------------------------------------------------------- Triton path
@@ -205,25 +243,37 @@ if triton is not None:
         tl.store(scale_ptr + bh * n_blk + blk, scale)
 
     @triton.jit
-    def _quant_v_kernel(v_ptr, amax_ptr, out_ptr, scale_ptr, S, H, s_pad,
+    def _quant_v_kernel(v_ptr, amax_ptr, perm_ptr, out_ptr, scale_ptr, S, H, s_pad,
                         svb, svs, svh, svd,
                         D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
-                        HW_CVT: tl.constexpr):
-        """One 128-key block of one (b, h): per-channel scale, cast, store transposed (B,H,D,S_pad)."""
+                        HW_CVT: tl.constexpr, PERM: tl.constexpr, ONES_ROWS: tl.constexpr):
+        """One 128-key block of one (b, h): per-channel scale, cast, store transposed
+        (B, H, D + ONES_ROWS, S_pad). PERM: output column j holds key 32 (j // 32) + perm[j % 32];
+        the permutation is applied to the rows read (whole D-vectors, so the reads stay
+        coalesced) and the transposed store stays in order."""
         blk = tl.program_id(0)
         bh = tl.program_id(1).to(tl.int64)
         b = bh // H
         h = bh % H
         offs_s = blk * BLOCK_S + tl.arange(0, BLOCK_S)
+        if PERM:
+            src_s = offs_s - offs_s % 32 + tl.load(perm_ptr + offs_s % 32)
+        else:
+            src_s = offs_s
         offs_d = tl.arange(0, BLOCK_D)
-        ok = (offs_s[:, None] < S) & (offs_d[None, :] < D)
-        x = tl.load(v_ptr + b * svb + h * svh + offs_s[:, None] * svs + offs_d[None, :] * svd,
+        ok = (src_s[:, None] < S) & (offs_d[None, :] < D)
+        x = tl.load(v_ptr + b * svb + h * svh + src_s[:, None] * svs + offs_d[None, :] * svd,
                     mask=ok, other=0.0).to(tl.float32)
         amax = tl.load(amax_ptr + bh * D + offs_d, mask=offs_d < D, other=0.0)
         scale, inv = _pow2_scale_tl(amax)
         codes = e4m3_rne_sat(x * inv[None, :], HW_CVT)
-        out = out_ptr + bh * D * s_pad + offs_d[None, :] * s_pad + offs_s[:, None]
-        tl.store(out, codes, mask=offs_d[None, :] < D)
+        rows = D + ONES_ROWS
+        out = out_ptr + bh * rows * s_pad + offs_d[None, :] * s_pad + offs_s[:, None]
+        tl.store(out, codes.to(tl.uint8, bitcast=True), mask=offs_d[None, :] < D)  # out is a uint8 view
+        if ONES_ROWS > 0:
+            r = tl.arange(0, ONES_ROWS)
+            ones = tl.where(r[:, None] == 0, 0x38, 0).to(tl.uint8) + tl.zeros((ONES_ROWS, BLOCK_S), tl.uint8)
+            tl.store(out_ptr + bh * rows * s_pad + (D + r[:, None]) * s_pad + offs_s[None, :], ones)
         if blk == 0:
             tl.store(scale_ptr + bh * D + offs_d, scale, mask=offs_d < D)
 
@@ -241,7 +291,7 @@ def triton_usable(t: torch.Tensor) -> bool:
     return t.is_cuda and torch.cuda.get_device_capability(t.device) >= (8, 9)
 
 
-def _prepare_triton(q, k, v, hw_cvt: bool) -> PreparedFP8:
+def _prepare_triton(q, k, v, hw_cvt: bool, v_perm=None, v_ones_rows=0) -> PreparedFP8:
     B, Sq, H, D = q.shape
     Skv = k.shape[1]
     sq_pad, skv_pad = _padded(Sq), _padded(Skv)
@@ -250,7 +300,7 @@ def _prepare_triton(q, k, v, hw_cvt: bool) -> PreparedFP8:
     f8 = torch.float8_e4m3fn
     q8 = torch.empty(B, H, sq_pad, D, dtype=f8, device=dev)
     k8 = torch.empty(B, H, skv_pad, D, dtype=f8, device=dev)
-    v8t = torch.empty(B, H, D, skv_pad, dtype=f8, device=dev)
+    v8t = torch.empty(B, H, D + v_ones_rows, skv_pad, dtype=f8, device=dev)
     q_scale = torch.empty(B, H, nq, dtype=torch.float32, device=dev)
     k_scale = torch.empty(B, H, nk, dtype=torch.float32, device=dev)
     v_scale = torch.empty(B, H, D, dtype=torch.float32, device=dev)
@@ -262,28 +312,36 @@ def _prepare_triton(q, k, v, hw_cvt: bool) -> PreparedFP8:
                                     HAS_MEAN=False, **meta)
     _quant_rows_kernel[(nk, B * H)](k, k_mean, k8, k_scale, Skv, H, nk, *k.stride(),
                                     HAS_MEAN=True, **meta)
-    _quant_v_kernel[(nk, B * H)](v, v_amax, v8t, v_scale, Skv, H, skv_pad, *v.stride(), **meta)
-    return PreparedFP8(q8, k8, v8t, q_scale, k_scale, v_scale, k_mean, Sq, Skv)
+    perm = torch.tensor(v_perm if v_perm is not None else [0], dtype=torch.int32, device=dev)
+    _quant_v_kernel[(nk, B * H)](v, v_amax, perm, v8t.view(torch.uint8), v_scale, Skv, H, skv_pad, *v.stride(),
+                                 PERM=v_perm is not None, ONES_ROWS=v_ones_rows, **meta)
+    return PreparedFP8(q8, k8, v8t, q_scale, k_scale, v_scale, k_mean, Sq, Skv, v_perm, v_ones_rows)
 
 
 def prepare_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, backend: str = "auto",
-                hw_cvt: bool | None = None) -> PreparedFP8:
+                hw_cvt: bool | None = None, v_perm=None, v_ones_rows: int = 0) -> PreparedFP8:
     """Quantise (B, S, H, D) q, k, v for the fp8 / direct-p kernels; see the module docstring.
 
+    v_perm (32 ints) / v_ones_rows (0 or 8): write V^T straight into a kernel's own layout (keys
+      permuted within 32-key blocks; rows after D, row D all ones): the sm90 kernel's layout costs
+      no extra pass over V.
     backend: "auto" (Triton where `triton_usable`, else torch), "triton" or "torch".
     hw_cvt: Triton only; None = the hardware FP8 convert on CUDA, the bit-arithmetic encoder under
       the interpreter. False on CUDA checks the bit-arithmetic encoder against the hardware.
     """
     _check_inputs(q, k, v)
+    _check_v_layout(v_perm, v_ones_rows)
+    if v_perm is not None:
+        v_perm = tuple(int(i) for i in v_perm)
     if backend not in ("auto", "triton", "torch"):
         raise ValueError(f"backend must be 'auto', 'triton' or 'torch', got {backend!r}")
     use_triton = backend == "triton" or (backend == "auto" and triton_usable(q))
     if not use_triton:
-        return _prepare_torch(q, k, v)
+        return _prepare_torch(q, k, v, v_perm, v_ones_rows)
     if not triton_usable(q):
         raise RuntimeError(
             f"backend='triton' needs a CUDA tensor on sm89+ or TRITON_INTERPRET=1 with a CPU tensor; "
             f"got device {q.device} (triton {'missing' if triton is None else 'present'})")
     if hw_cvt is None:
         hw_cvt = q.is_cuda
-    return _prepare_triton(q, k, v, hw_cvt)
+    return _prepare_triton(q, k, v, hw_cvt, v_perm, v_ones_rows)

@@ -3,8 +3,8 @@
     sm90_attention(q, k, v, mode, scale=None, *, return_lse=False) -> out (B, S_q, H, D)
     is_supported(q, k, v, mode) -> (bool, reason)
 
-q, k, v are (B, S, H, D) BF16/FP16 CUDA tensors. Quantisation is prepare.py's pre-pass; V^T is
-then re-laid out for this kernel by one fused Triton pass (layout.py). The kernel is JIT-compiled once per
+q, k, v are (B, S, H, D) BF16/FP16 CUDA tensors. Quantisation is prepare.py's pre-pass, which
+writes V^T straight into this kernel's layout (layout.py). The kernel is JIT-compiled once per
 (mode, D, config) and cached in-process (compile.py), unless a prebuilt (AOT) kernel for
 (mode, D) with the default config is available (aot.py: C shim + ctypes).
 """
@@ -17,6 +17,14 @@ import torch
 MODES = ("direct-p", "fp8")
 HEAD_DIMS = (64, 128)
 DEFAULT_CONFIG = {"n_wg": 2, "stages": 2, "overlap": True, "fold": 2}
+# Per-mode changes to DEFAULT_CONFIG, chosen by measurement (BENCHMARKS.md, sm90 config sweep):
+# fp8's exp2 work overlaps its own PV product (intra); direct-p's cheaper codes gain nothing from it.
+MODE_CONFIG = {"fp8": {"intra": True}}
+
+
+def default_config(mode: str) -> dict:
+    """The kernel options `launch` uses for `mode` unless told otherwise."""
+    return {**DEFAULT_CONFIG, **MODE_CONFIG.get(mode, {})}
 _INT32_MAX = 2**31 - 1
 
 
@@ -59,8 +67,9 @@ def sm90_attention(q, k, v, mode, scale=None, *, return_lse=False, fp4=None, con
     if not ok:
         raise ValueError(f"sm90_attention: {why}")
     from ..prepare import prepare_fp8
+    from .layout import v_layout_args
 
-    ops = prepare_fp8(q, k, v)
+    ops = prepare_fp8(q, k, v, **v_layout_args(mode))
     out, lse = launch(ops, mode, q.shape[-1], scale, config=config, prebuilt=prebuilt)
     out = out.to(q.dtype)
     if not return_lse:
@@ -84,18 +93,23 @@ def lse_shift(ops, head_dim, scale=None):
 def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, vt=None, prebuilt=None):
     """Run the kernel on prepared operands (prepare.PreparedFP8). Returns (out BF16, lse FP32).
 
-    vt: the V^T already in this kernel's layout (layout.sm90_v_layout), to time the kernel alone.
-    prebuilt: None = the AOT kernel (aot.py) when the config is the default and one is usable,
-    else JIT; True = require the AOT kernel; False = always JIT."""
+    vt: the V^T in this kernel's layout; None = ops.v8t when the pre-pass wrote that layout
+    (layout.v_layout_args), else converted here (layout.sm90_v_layout, an extra pass).
+    prebuilt: None = the AOT kernel (aot.py) of this config when one is usable, else JIT;
+    True = require the AOT kernel; False = always JIT."""
     from .compile import compile_kernel, runtime_args
     from ...modes import default_scale
     from ...reference import log2_scale
-    from .layout import sm90_v_layout
+    from .layout import sm90_v_layout, v_layout_args
 
-    cfg = {**DEFAULT_CONFIG, **(config or {})}
+    cfg = {**default_config(mode), **(config or {})}
     b, h, _, d = ops.q8.shape
     if vt is None:
-        vt = sm90_v_layout(ops.v8t, mode == "direct-p")
+        want = v_layout_args(mode)
+        if (ops.v_perm, ops.v_ones_rows) == (want["v_perm"], want["v_ones_rows"]):
+            vt = ops.v8t
+        else:
+            vt = sm90_v_layout(ops.plain_v8t().contiguous(), mode == "direct-p")
     if out is None:
         out = torch.empty(b, ops.seq_q, h, d, dtype=torch.bfloat16, device=ops.q8.device)
     if lse is None:
@@ -108,10 +122,10 @@ def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, 
     sizes = (b, h, ops.seq_q, ops.seq_kv)
     raw_stream = torch.cuda.current_stream(ops.q8.device).cuda_stream
     run = None
-    if prebuilt is not False and cfg == DEFAULT_CONFIG:
+    if prebuilt is not False:
         from .aot import prebuilt_launcher
 
-        run = prebuilt_launcher(mode, head_dim)
+        run = prebuilt_launcher(mode, head_dim, cfg)
     if prebuilt and run is None:
         raise RuntimeError(f"no usable prebuilt sm90 kernel for mode={mode!r} D={head_dim} config={cfg}")
     if run is not None:

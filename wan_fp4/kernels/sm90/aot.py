@@ -2,7 +2,9 @@
 wan_fp4/kernels/aot.py (export, C shim, manifest/hash check, first-use link, ctypes, JIT fallback).
 
 Artifacts: wan_fp4/kernels/prebuilt/sm90a/ (scripts/build_prebuilt.py --only sm90), one kernel per
-(mode, D) with DEFAULT_CONFIG, keyed by the hash of kernel.py, ptx.py, compile.py and layout.py.
+(mode, D) with the mode's default_config, keyed by the hash of kernel.py, ptx.py, compile.py and layout.py.
+Other configs get their own names (kernel_name), so experiments can be built ahead of time too
+(build_prebuilt.py --sm90-config ... --out DIR) and loaded from another folder.
 WAN_FP4_SM90_PREBUILT=0 (or WAN_FP4_PREBUILT=0) disables the prebuilt path.
 """
 from __future__ import annotations
@@ -19,22 +21,29 @@ PREBUILT = Prebuilt(arch="sm90a", gpu_arch="sm_90a", family="sm90", src_dir=PKG,
 SIGNATURE = ("void*",) * 8 + ("int32_t",) * 4 + ("float", "stream")
 
 
-def kernel_name(mode: str, head_dim: int) -> str:
-    return f"wanfp4_sm90_{mode.replace('-', '')}_d{head_dim}"
+def kernel_name(mode: str, head_dim: int, config: dict | None = None) -> str:
+    """wanfp4_sm90_<mode>_d<D>, plus a tag of the options that differ from the mode's default."""
+    from . import default_config
+
+    base = default_config(mode)
+    cfg = {**base, **(config or {})}
+    tag = "".join(f"_{key}{int(val)}" for key, val in sorted(cfg.items()) if base.get(key) != val)
+    return f"wanfp4_sm90_{mode.replace('-', '')}_d{head_dim}{tag}"
 
 
 def source_hash() -> str:
     return PREBUILT.source_hash()
 
 
-def find(mode: str, head_dim: int, *, directory: Path | None = None, build: bool = True):
-    """The shim library for (mode, D) (see Prebuilt.find), or None with one logged reason."""
-    return PREBUILT.find(kernel_name(mode, head_dim), directory=directory, build=build)
+def find(mode: str, head_dim: int, config: dict | None = None, *, directory: Path | None = None,
+         build: bool = True):
+    """The shim library for (mode, D, config) (see Prebuilt.find), or None with one logged reason."""
+    return PREBUILT.find(kernel_name(mode, head_dim, config), directory=directory, build=build)
 
 
-def prebuilt_launcher(mode: str, head_dim: int):
+def prebuilt_launcher(mode: str, head_dim: int, config: dict | None = None):
     """A callable run(ptrs(8), sizes(4), c, stream_handle) -> int for the prebuilt kernel, or None."""
-    run = PREBUILT.launcher(kernel_name(mode, head_dim), expect=SIGNATURE)
+    run = PREBUILT.launcher(kernel_name(mode, head_dim, config), expect=SIGNATURE)
     if run is None:
         return None
 

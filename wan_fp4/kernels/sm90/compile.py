@@ -36,11 +36,13 @@ def runtime_args(tensors, sizes, c, stream):
     return _args(tuple(t.data_ptr() for t in tensors), sizes, c, stream)
 
 
-def compile_kernel(mode: str, head_dim: int, n_wg: int = 2, stages: int = 2, overlap: bool = True,
-                   pingpong: bool = False, fold: int = 1, intra: bool = False, *,
-                   options: str = ""):
-    """Compile (cached) for sm_90a; works without a GPU. Returns the DSL's compiled object."""
-    key = (mode, head_dim, n_wg, stages, overlap, pingpong, fold, intra, ARCH, options)
+def compile_kernel(mode: str, head_dim: int, *, options: str = "", **config):
+    """Compile (cached) for sm_90a; works without a GPU. Returns the DSL's compiled object.
+    config: Sm90Attention's keyword options over the mode's default_config."""
+    from . import default_config
+
+    cfg = {**default_config(mode), **config}
+    key = (mode, head_dim, tuple(sorted(cfg.items())), ARCH, options)
     with _lock:
         hit = _cache.get(key)
         if hit is not None:
@@ -49,8 +51,7 @@ def compile_kernel(mode: str, head_dim: int, n_wg: int = 2, stages: int = 2, ove
 
         from .kernel import Sm90Attention
 
-        kern = Sm90Attention(mode, head_dim, n_wg=n_wg, stages=stages, overlap=overlap, pingpong=pingpong,
-                             fold=fold, intra=intra)
+        kern = Sm90Attention(mode, head_dim, **cfg)
         compiled = cute.compile(kern, *_args(), options=f"--gpu-arch {ARCH} {options}".strip())
         _cache[key] = compiled
         return compiled

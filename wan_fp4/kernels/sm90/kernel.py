@@ -72,11 +72,11 @@ class Sm90Attention:
         self.pingpong = pingpong and overlap and n_wg == 2
         if fold not in (1, 2):
             raise ValueError(f"fold must be 1 or 2, got {fold}")
-        if (fold != 1 or intra) and (self.pingpong or not overlap):
-            raise ValueError("fold=2 and intra need overlap=True and pingpong=False")
+        if (fold != 1 or intra or self.pingpong) and not overlap:
+            raise ValueError("fold=2, intra and pingpong need overlap=True")
         # fold: key tiles per zero-initialised PV accumulator before it is added into the FP32
-        # output (2 = 256 keys); intra: FA3-style, softmax of tile n+1 runs while PV(n) is on
-        # the tensor core (P double-buffered in registers).
+        # output (2 = 256 keys); intra: FA3-style, the codes of tile n+1 are computed while
+        # PV(n) is on the tensor core (see step).
         self.fold = fold
         self.intra = intra
         self.threads = 128 * (n_wg + 1)
@@ -229,8 +229,6 @@ class Sm90Attention:
         acc_o = cute.make_rmem_tensor(thr_pv.partition_shape_C((WG_M, self.dv)), Float32)
         r_p = cute.make_rmem_tensor(thr_pv.partition_shape_A((WG_M, TILE_N)), F8)
         r_p32 = cute.recast_tensor(r_p, Int32)  # ((1,2,2),1,4): (row half, k half, k32 block)
-        r_pb = cute.make_rmem_tensor(thr_pv.partition_shape_A((WG_M, TILE_N)), F8)  # intra: 2nd buffer
-        r_pb32 = cute.recast_tensor(r_pb, Int32)
         alpha_p = cute.make_rmem_tensor((2,), Float32)  # rescale acc_o still owes (since last fold)
         alpha_p.fill(1.0)
         acc_t = cute.make_rmem_tensor(thr_pv.partition_shape_C((WG_M, self.dv)), Float32)
@@ -248,84 +246,48 @@ class Sm90Attention:
         l_run.fill(0.0)
 
         hq = cons_q.wait_and_advance()
-        st = (acc_s, acc_t, acc_o, (r_p, r_pb), (r_p32, r_pb32), tSrQ, tSrK, tOrV, m_run, l_run, alpha_r,
-              alpha_p)
-        if const_expr(self.overlap and not self.pingpong):
-            # QK(0) and softmax(0), then tiles in pairs so that P buffers and accumulate/fold
-            # flags are compile-time per position.
+        st = (acc_s, acc_t, acc_o, r_p, r_p32, tSrQ, tSrK, tOrV, m_run, l_run, alpha_r, alpha_p)
+        if const_expr(self.overlap):
+            # QK(0) and softmax(0), then tiles in pairs so that the accumulate/fold flags are
+            # compile-time per position.
             hk = cons_k.wait_and_advance()
             self.issue_qk(mma_qk, st, wgc, hk.index)
             warpgroup.wait_group(0)
             hk.release()
-            self.softmax(st, 0, n_tiles, s_kv, sqc, mSk, hh, bb, quad, 0)
+            self.softmax(st, 0, n_tiles, s_kv, sqc * mSk[0, (hh, bb)], quad)
             self.merge(st, False)
-            b1 = 1 if const_expr(self.intra) else 0
+            if const_expr(self.pingpong):
+                if wgc == 1:
+                    self.let_other_issue(0)  # warp group 0 issues first
             args = (mma_qk, mma_pv, st, wgc, n_tiles, s_kv, sqc, mSk, hh, bb, quad)
             # pipeline waits stay in this body (their state is loop-carried here, not in helpers)
             for p2 in cutlass.range((n_tiles - 1) // 2, unroll=1):
                 hv = cons_v.wait_and_advance()
                 hk = cons_k.wait_and_advance()
-                self.step(*args, hv, hk, 2 * p2, 0, False, self.fold == 1)
+                self.step(*args, hv, hk, 2 * p2, False, self.fold == 1)
                 hv = cons_v.wait_and_advance()
                 hk = cons_k.wait_and_advance()
-                self.step(*args, hv, hk, 2 * p2 + 1, b1, self.fold == 2, True)
+                self.step(*args, hv, hk, 2 * p2 + 1, self.fold == 2, True)
             n0 = n_tiles - 1 - (n_tiles - 1) % 2
             if n_tiles % 2 == 0:
                 hv = cons_v.wait_and_advance()
                 hk = cons_k.wait_and_advance()
-                self.step(*args, hv, hk, n0, 0, False, self.fold == 1)
+                self.step(*args, hv, hk, n0, False, self.fold == 1)
                 hv = cons_v.wait_and_advance()
-                self.step(*args, hv, None, n0 + 1, b1, self.fold == 2, True)
+                self.step(*args, hv, None, n0 + 1, self.fold == 2, True)
             else:
                 hv = cons_v.wait_and_advance()
-                self.step(*args, hv, None, n0, 0, False, True)
-        elif const_expr(self.overlap):
-            # QK of tile n+1 runs on the tensor core while this warp group promotes PV of tile n.
-            hk = cons_k.wait_and_advance()
-            self.issue_qk(mma_qk, st, wgc, hk.index)
-            warpgroup.wait_group(0)
-            hk.release()
-            self.softmax(st, 0, n_tiles, s_kv, sqc, mSk, hh, bb, quad, 0)
-            self.merge(st, False)
-            if const_expr(self.pingpong):
-                if wgc == 1:
-                    self.let_other_issue(0)  # warp group 0 issues first
-            for n in cutlass.range(n_tiles - 1, unroll=1):
-                hv = cons_v.wait_and_advance()
-                hk = cons_k.wait_and_advance()
-                if const_expr(self.pingpong):
-                    self.wait_my_turn(wgc)
-                self.issue_pv(mma_pv, st, hv.index, 0, False)
-                self.issue_qk(mma_qk, st, wgc, hk.index)
-                if const_expr(self.pingpong):
-                    self.let_other_issue(1 - wgc)
-                warpgroup.wait_group(1)
-                hv.release()
-                self.promote(st)
-                warpgroup.wait_group(0)
-                hk.release()
-                self.softmax(st, n + 1, n_tiles, s_kv, sqc, mSk, hh, bb, quad, 0)
-                self.merge(st, False)
-            hv = cons_v.wait_and_advance()
-            if const_expr(self.pingpong):
-                self.wait_my_turn(wgc)
-            self.issue_pv(mma_pv, st, hv.index, 0, False)
-            if const_expr(self.pingpong):
-                if wgc == 0:  # keeps each named barrier's arrivals and waits matched
-                    self.let_other_issue(1)
-            warpgroup.wait_group(0)
-            hv.release()
-            self.promote(st)
+                self.step(*args, hv, None, n0, False, True)
         else:
             for n in cutlass.range(n_tiles, unroll=1):
                 hk = cons_k.wait_and_advance()
                 self.issue_qk(mma_qk, st, wgc, hk.index)
                 warpgroup.wait_group(0)
                 hk.release()
-                self.softmax(st, n, n_tiles, s_kv, sqc, mSk, hh, bb, quad, 0)
+                self.softmax(st, n, n_tiles, s_kv, sqc * mSk[n, (hh, bb)], quad)
                 self.merge(st, False)
                 hv = cons_v.wait_and_advance()
-                self.issue_pv(mma_pv, st, hv.index, 0, False)
+                self.issue_pv(mma_pv, st, hv.index, False)
                 warpgroup.wait_group(0)
                 hv.release()
                 self.promote(st)
@@ -375,9 +337,9 @@ class Sm90Attention:
         warpgroup.commit_group()
 
     @cute.jit
-    def issue_pv(self, mma_pv, st, stage, buf, accumulate):
+    def issue_pv(self, mma_pv, st, stage, accumulate):
         """acc_t (+)= P V over one key tile; accumulate (compile-time) keeps acc_t's earlier tile."""
-        acc_t, r_p, tOrV = st[1], st[3][buf], st[7]
+        acc_t, r_p, tOrV = st[1], st[3], st[7]
         atom = cute.make_mma_atom(mma_pv.op)
         warpgroup.fence()
         for kb in cutlass.range_constexpr(cute.size(r_p, mode=[2])):
@@ -387,40 +349,64 @@ class Sm90Attention:
 
     @cute.jit
     def step(self, mma_qk, mma_pv, st, wgc, n_tiles, s_kv, sqc, mSk, hh, bb, quad, hv, hk,
-             n, buf, accumulate, fold_now):
-        """PV of tile n (P in buffer buf; V stage hv) and, if hk is given (K stage of tile n + 1),
-        QK + softmax of tile n + 1.
+             n, accumulate, fold_now):
+        """PV of tile n (V stage hv) and, if hk is given (K stage of tile n + 1), QK + softmax of
+        tile n + 1.
 
         accumulate: acc_t already holds tile n - 1 (fold = 2); fold_now: add acc_t into acc_o
-        after this tile. buf, accumulate and fold_now are compile-time."""
-        nbuf = 1 - buf if const_expr(self.intra) else buf
+        after this tile. Both compile-time."""
         if const_expr(hk is not None):
+            qk = sqc * mSk[n + 1, (hh, bb)]  # loaded before the waits, so its latency hides
+            if const_expr(self.pingpong):
+                self.wait_my_turn(wgc)
             if const_expr(self.intra):
+                # FA3's intra-warpgroup overlap: the codes of tile n + 1 are computed in place in
+                # the S accumulator while PV(n) still reads P(n) from registers; P is repacked
+                # only after PV(n) retired, so one P buffer suffices and no register the tensor
+                # core reads is overwritten early (which would make ptxas wait before the codes).
                 self.issue_qk(mma_qk, st, wgc, hk.index)
-                self.issue_pv(mma_pv, st, hv.index, buf, accumulate)
+                self.issue_pv(mma_pv, st, hv.index, accumulate)
+                self.after_issue(wgc, False)
                 warpgroup.wait_group(1)  # groups complete in order: S(n+1) is ready
                 hk.release()
-                self.softmax(st, n + 1, n_tiles, s_kv, sqc, mSk, hh, bb, quad, nbuf)
+                self.codes(st, n + 1, n_tiles, s_kv, qk, quad)
                 warpgroup.wait_group(0)
                 hv.release()
+                self.pack(st)
                 if const_expr(fold_now):
                     self.promote(st)
             else:
-                self.issue_pv(mma_pv, st, hv.index, buf, accumulate)
+                self.issue_pv(mma_pv, st, hv.index, accumulate)
                 self.issue_qk(mma_qk, st, wgc, hk.index)
+                self.after_issue(wgc, False)
                 warpgroup.wait_group(1)
                 hv.release()
                 if const_expr(fold_now):
                     self.promote(st)
                 warpgroup.wait_group(0)
                 hk.release()
-                self.softmax(st, n + 1, n_tiles, s_kv, sqc, mSk, hh, bb, quad, nbuf)
+                self.softmax(st, n + 1, n_tiles, s_kv, qk, quad)
             self.merge(st, not fold_now)
         else:
-            self.issue_pv(mma_pv, st, hv.index, buf, accumulate)
+            if const_expr(self.pingpong):
+                self.wait_my_turn(wgc)
+            self.issue_pv(mma_pv, st, hv.index, accumulate)
+            self.after_issue(wgc, True)
             warpgroup.wait_group(0)
             hv.release()
             self.promote(st)
+
+    @cute.jit
+    def after_issue(self, wgc, last):
+        """Ping-pong: hand the tensor core to the other warp group once this one has issued. After
+        the last tile only group 0 arrives, which keeps each barrier's arrivals and waits matched
+        (group 1 arrived once up front)."""
+        if const_expr(self.pingpong):
+            if const_expr(last):
+                if wgc == 0:
+                    self.let_other_issue(1)
+            else:
+                self.let_other_issue(1 - wgc)
 
     @cute.jit
     def promote(self, st):
@@ -451,10 +437,17 @@ class Sm90Attention:
                             acc_t[cc + 2 * hf + 4 * j] = acc_t[cc + 2 * hf + 4 * j] * alpha_r[hf]
 
     @cute.jit
-    def softmax(self, st, n, n_tiles, s_kv, sqc, mSk, hh, bb, quad, buf):
-        """Scores of tile n -> online max, alpha, and the P bytes in A-operand buffer buf."""
-        acc_s, r_p32, m_run, l_run, alpha_r = st[0], st[4][buf], st[8], st[9], st[10]
-        qk = sqc * mSk[n, (hh, bb)]  # exact product of powers of two and c
+    def softmax(self, st, n, n_tiles, s_kv, qk, quad):
+        """Scores of tile n -> online max, alpha, and the P bytes in the A-operand registers."""
+        self.codes(st, n, n_tiles, s_kv, qk, quad)
+        self.pack(st)
+
+    @cute.jit
+    def codes(self, st, n, n_tiles, s_kv, qk, quad):
+        """Scores of tile n (in acc_s) -> online max, alpha, and each score's P code in place:
+        direct-p a float whose low mantissa byte is the E4M3 byte, fp8 the value 256 p.
+        qk = sq * sk * c of this tile (exact product of powers of two and c)."""
+        acc_s, m_run, l_run, alpha_r = st[0], st[8], st[9], st[10]
         if n == n_tiles - 1:
             # keys past s_kv do not exist: probability 0
             for j in cutlass.range_constexpr(TILE_N // 8):
@@ -484,25 +477,32 @@ class Sm90Attention:
                 # at 120 is never needed: t <= 120 + 8 ulp(m) + ulp(120)/2 < 120.5 for |m| < 2^19.
                 bias_s = fma_f32(m_new, -8.0, 120.0) * (1.0 / 128.0)
                 qk_s = qk * (8.0 / 128.0)
-                for kb in cutlass.range_constexpr(TILE_N // 32):
-                    for g in cutlass.range_constexpr(2):
-                        v = [None] * 4
-                        for a in cutlass.range_constexpr(4):
-                            j = 4 * kb + 2 * g + a // 2
-                            ts = fma_sat_f32(acc_s[a % 2 + 2 * hf + 4 * j], qk_s, bias_s)
-                            v[a] = ts + MAGIC_S
-                        r_p32[(0, hf, g), 0, kb] = pack_low_bytes(v[0], v[1], v[2], v[3])
+                for j in cutlass.range_constexpr(TILE_N // 8):
+                    for cc in cutlass.range_constexpr(2):
+                        i = cc + 2 * hf + 4 * j
+                        acc_s[i] = fma_sat_f32(acc_s[i], qk_s, bias_s) + MAGIC_S
             else:
                 lsum = Float32(0.0)
                 neg_m = -m_new
-                for kb in cutlass.range_constexpr(TILE_N // 32):
-                    for g in cutlass.range_constexpr(2):
-                        v = [None] * 4
-                        for a in cutlass.range_constexpr(4):
-                            j = 4 * kb + 2 * g + a // 2
-                            # ex2.approx(fl(s qk - m)): NUMERICS allows ex2.approx's few ulp
-                            p = ex2_approx(fma_f32(acc_s[a % 2 + 2 * hf + 4 * j], qk, neg_m))
-                            lsum = lsum + p
-                            v[a] = p * 256.0
-                        r_p32[(0, hf, g), 0, kb] = pack_e4m3x4(v[0], v[1], v[2], v[3])
+                for j in cutlass.range_constexpr(TILE_N // 8):
+                    for cc in cutlass.range_constexpr(2):
+                        i = cc + 2 * hf + 4 * j
+                        # ex2.approx(fl(s qk - m)): NUMERICS allows ex2.approx's few ulp
+                        p = ex2_approx(fma_f32(acc_s[i], qk, neg_m))
+                        lsum = lsum + p
+                        acc_s[i] = p * 256.0
                 l_run[hf] = l_run[hf] + lsum
+
+    @cute.jit
+    def pack(self, st):
+        """The codes in acc_s -> E4M3 bytes in the PV wgmma's A registers (register order; the
+        keys' order is SIGMA, matched by V^T's layout)."""
+        acc_s, r_p32 = st[0], st[4]
+        for hf in cutlass.range_constexpr(2):
+            for kb in cutlass.range_constexpr(TILE_N // 32):
+                for g in cutlass.range_constexpr(2):
+                    v = [acc_s[a % 2 + 2 * hf + 4 * (4 * kb + 2 * g + a // 2)] for a in range(4)]
+                    if const_expr(self.direct):
+                        r_p32[(0, hf, g), 0, kb] = pack_low_bytes(v[0], v[1], v[2], v[3])
+                    else:
+                        r_p32[(0, hf, g), 0, kb] = pack_e4m3x4(v[0], v[1], v[2], v[3])

@@ -218,6 +218,8 @@ def attention_prepared(prep: PreparedFP8, mode: str, scale: float, out: torch.Te
     """Run the kernel on already-quantised operands; writes `out` (B, S_q, H, D) [and `lse`
     (B, H, S_q) float32, contiguous] and returns out. hw_cvt/pv_split/qk_split/promote:
     variants for checks and measurements; the defaults are the supported configuration."""
+    if prep.v_perm is not None or prep.v_ones_rows:
+        raise ValueError("prep: the Triton kernel reads the plain V^T layout; prepare without v_perm/v_ones_rows")
     write_lse = lse is not None
     B, H, sq_pad, D = prep.q8.shape
     skv_pad = prep.k8.shape[2]
