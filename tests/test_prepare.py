@@ -85,6 +85,17 @@ def test_layout_padding_and_strided_input(backend):
     _assert_same_as_reference(prep, q, k, v)
 
 
+def test_column_stats_pass_has_the_reference_bits():
+    """The Triton pass for the K mean (float64 partial sums over 1024-key chunks) and the V channel
+    amax equals reference.key_mean and the torch amax bit for bit, across several chunks, with
+    strided (B, S, H, D) inputs and a K whose mean is large."""
+    q, k, v = _inputs(2, 10, 2500, 3, 64, seed=21)
+    ks, vs = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (k, v))
+    k_mean, v_amax = prepare._column_stats_triton(ks, vs)
+    assert torch.equal(k_mean, reference.key_mean(k))
+    assert torch.equal(v_amax, prepare._v_amax(v))
+
+
 PERM = tuple((7 * i + 3) % 32 for i in range(32))  # any permutation of a 32-key block
 
 

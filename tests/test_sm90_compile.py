@@ -112,7 +112,7 @@ def test_sass_direct_p_bytes_are_one_ffma_sat_and_no_spills(tmp_path):
     assert not re.search(r"\b(STL|LDL)\b", sass), "register spills"
 
 
-@pytest.mark.parametrize("cfg", [{"fold": 1}, {"intra": True}, {"pingpong": True}, {"stages": 3}])
+@pytest.mark.parametrize("cfg", [{"fold": 1}, {"intra": True}, {"pingpong": 1}, {"pingpong": 2}, {"stages": 3}])
 def test_other_configs_compile(cfg):
     ptx = ptx_of(compile_kernel("direct-p", 128, **cfg, options=KEEP))
     assert "fma.rn.sat.f32" in ptx

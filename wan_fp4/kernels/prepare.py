@@ -24,8 +24,9 @@ Codes and scales equal `wan_fp4.reference.quantize_fp8` bit for bit (tests/test_
 scripts/check_triton_device.py on the GPU). Two implementations:
 - Triton (CUDA tensors on sm89+, or any tensor under TRITON_INTERPRET=1): one fused pass per
   tensor (load tile, amax, power-of-two scale, scale, cast, store). The K mean and the V channel
-  amax are whole-sequence reductions and run first in torch: the amax is order-free, and the
-  mean is the reference's own `key_mean` (an order-independent float64 sum).
+  amax are whole-sequence reductions and run first, in one Triton pass over K and V: the amax is
+  order-free, and the mean is summed in float64 like the reference's `key_mean`, where the sum is
+  exact, so it has the same bits.
   H200 (scripts/check_triton_device.py): 0.41 ms at B1 H12 S32760 D128, 1.16 ms at H40, 2.57 ms
   at H40 S75600; 4.2%, 3.6% and 1.5% of the direct-p attention time.
 - torch (everything else): the same arithmetic in plain PyTorch, used on CPU.
@@ -278,6 +279,50 @@ if triton is not None:
             tl.store(scale_ptr + bh * D + offs_d, scale, mask=offs_d < D)
 
 
+    @triton.jit
+    def _column_stats_kernel(k_ptr, v_ptr, ksum_ptr, vmax_ptr, S, H, n_chunks,
+                             skb, sks, skh, skd, svb, svs, svh, svd,
+                             D: tl.constexpr, BLOCK_D: tl.constexpr, CHUNK: tl.constexpr,
+                             ROWS: tl.constexpr):
+        """Partial column statistics of one CHUNK of keys of one (b, h): the float64 sum of K
+        (exact for BF16 values in any realistic range, so the total does not depend on how the
+        keys are split) and the max |V|, into (B*H, n_chunks, D)."""
+        chunk = tl.program_id(0)
+        bh = tl.program_id(1).to(tl.int64)
+        b = bh // H
+        h = bh % H
+        offs_d = tl.arange(0, BLOCK_D)
+        ksum = tl.zeros((BLOCK_D,), tl.float64)
+        vmax = tl.zeros((BLOCK_D,), tl.float32)
+        for r in range(0, CHUNK, ROWS):
+            offs_s = chunk * CHUNK + r + tl.arange(0, ROWS)
+            ok = (offs_s[:, None] < S) & (offs_d[None, :] < D)
+            kx = tl.load(k_ptr + b * skb + h * skh + offs_s[:, None] * sks + offs_d[None, :] * skd,
+                         mask=ok, other=0.0)
+            vx = tl.load(v_ptr + b * svb + h * svh + offs_s[:, None] * svs + offs_d[None, :] * svd,
+                         mask=ok, other=0.0)
+            ksum += tl.sum(kx.to(tl.float64), axis=0)
+            vmax = tl.maximum(vmax, tl.max(tl.abs(vx.to(tl.float32)), axis=0))
+        out = bh * n_chunks * D + chunk * D + offs_d
+        tl.store(ksum_ptr + out, ksum, mask=offs_d < D)
+        tl.store(vmax_ptr + out, vmax, mask=offs_d < D)
+
+
+def _column_stats_triton(k, v):
+    """(K mean, V channel amax), each (B, H, D) float32, from one Triton pass over K and V: the
+    same bits as reference.key_mean and _v_amax (the partial sums are exact in float64)."""
+    B, S, H, D = k.shape
+    chunk = 1024
+    n_chunks = -(-S // chunk)
+    ksum = torch.empty(B * H, n_chunks, D, dtype=torch.float64, device=k.device)
+    vmax = torch.empty(B * H, n_chunks, D, dtype=torch.float32, device=k.device)
+    _column_stats_kernel[(n_chunks, B * H)](k, v, ksum, vmax, S, H, n_chunks, *k.stride(), *v.stride(),
+                                            D=D, BLOCK_D=triton.next_power_of_2(D), CHUNK=chunk,
+                                            ROWS=32, num_warps=4)
+    k_mean = (ksum.sum(dim=1) / S).to(torch.float32).view(B, H, D)
+    return k_mean, vmax.amax(dim=1).view(B, H, D)
+
+
 def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
@@ -304,8 +349,7 @@ def _prepare_triton(q, k, v, hw_cvt: bool, v_perm=None, v_ones_rows=0) -> Prepar
     q_scale = torch.empty(B, H, nq, dtype=torch.float32, device=dev)
     k_scale = torch.empty(B, H, nk, dtype=torch.float32, device=dev)
     v_scale = torch.empty(B, H, D, dtype=torch.float32, device=dev)
-    k_mean = key_mean(k).contiguous()
-    v_amax = _v_amax(v).contiguous()
+    k_mean, v_amax = _column_stats_triton(k, v)
     block_d = triton.next_power_of_2(D)
     meta = dict(D=D, BLOCK_D=block_d, BLOCK_S=QK_SCALE_BLOCK, HW_CVT=hw_cvt, num_warps=8)
     _quant_rows_kernel[(nq, B * H)](q, q_scale, q8, q_scale, Sq, H, nq, *q.stride(),

@@ -69,7 +69,8 @@ class Sm90Attention:
         self.tile_m = WG_M * n_wg
         self.stages = stages
         self.overlap = overlap
-        self.pingpong = pingpong and overlap and n_wg == 2
+        # pingpong: 0 off, 1 hand over after issuing, 2 hand over when the products are done
+        self.pingpong = int(pingpong) if overlap and n_wg == 2 else 0
         if fold not in (1, 2):
             raise ValueError(f"fold must be 1 or 2, got {fold}")
         if (fold != 1 or intra or self.pingpong) and not overlap:
@@ -366,11 +367,12 @@ class Sm90Attention:
                 # core reads is overwritten early (which would make ptxas wait before the codes).
                 self.issue_qk(mma_qk, st, wgc, hk.index)
                 self.issue_pv(mma_pv, st, hv.index, accumulate)
-                self.after_issue(wgc, False)
+                self.after_issue(wgc, False, False)
                 warpgroup.wait_group(1)  # groups complete in order: S(n+1) is ready
                 hk.release()
                 self.codes(st, n + 1, n_tiles, s_kv, qk, quad)
                 warpgroup.wait_group(0)
+                self.after_issue(wgc, False, True)
                 hv.release()
                 self.pack(st)
                 if const_expr(fold_now):
@@ -378,12 +380,13 @@ class Sm90Attention:
             else:
                 self.issue_pv(mma_pv, st, hv.index, accumulate)
                 self.issue_qk(mma_qk, st, wgc, hk.index)
-                self.after_issue(wgc, False)
+                self.after_issue(wgc, False, False)
                 warpgroup.wait_group(1)
                 hv.release()
                 if const_expr(fold_now):
                     self.promote(st)
                 warpgroup.wait_group(0)
+                self.after_issue(wgc, False, True)
                 hk.release()
                 self.softmax(st, n + 1, n_tiles, s_kv, qk, quad)
             self.merge(st, not fold_now)
@@ -391,17 +394,20 @@ class Sm90Attention:
             if const_expr(self.pingpong):
                 self.wait_my_turn(wgc)
             self.issue_pv(mma_pv, st, hv.index, accumulate)
-            self.after_issue(wgc, True)
+            self.after_issue(wgc, True, False)
             warpgroup.wait_group(0)
+            self.after_issue(wgc, True, True)
             hv.release()
             self.promote(st)
 
     @cute.jit
-    def after_issue(self, wgc, last):
-        """Ping-pong: hand the tensor core to the other warp group once this one has issued. After
-        the last tile only group 0 arrives, which keeps each barrier's arrivals and waits matched
-        (group 1 arrived once up front)."""
-        if const_expr(self.pingpong):
+    def after_issue(self, wgc, last, done):
+        """Ping-pong: hand the tensor core to the other warp group once this one has issued its
+        products (pingpong=1, done=False) or once they completed (pingpong=2, done=True: the
+        groups then never share the tensor core, so one's softmax runs under the other's
+        products). After the last tile only group 0 arrives, which keeps each barrier's
+        arrivals and waits matched (group 1 arrived once up front)."""
+        if const_expr(self.pingpong == (2 if done else 1)):
             if const_expr(last):
                 if wgc == 0:
                     self.let_other_issue(1)
