@@ -27,8 +27,9 @@ scripts/check_triton_device.py on the GPU). Two implementations:
   amax are whole-sequence reductions and run first, in one Triton pass over K and V: the amax is
   order-free, and the mean is summed in float64 like the reference's `key_mean`, where the sum is
   exact, so it has the same bits.
-  H200 (scripts/check_triton_device.py): 0.41 ms at B1 H12 S32760 D128, 1.16 ms at H40, 2.57 ms
-  at H40 S75600; 4.2%, 3.6% and 1.5% of the direct-p attention time.
+  H200, 2026-11-30 (scripts/profile_sm90_device.py prepass, V^T in the sm90 direct-p layout):
+  0.43 ms at B1 H12 S32760 D128, 0.85 ms at H40, 1.71 ms at H40 S75600; 6.2%, 3.9% and 1.5% of
+  the direct-p attention time (BENCHMARKS.md).
 - torch (everything else): the same arithmetic in plain PyTorch, used on CPU.
 """
 from __future__ import annotations
@@ -286,14 +287,16 @@ if triton is not None:
                              ROWS: tl.constexpr):
         """Partial column statistics of one CHUNK of keys of one (b, h): the float64 sum of K
         (exact for BF16 values in any realistic range, so the total does not depend on how the
-        keys are split) and the max |V|, into (B*H, n_chunks, D)."""
+        keys are split) and the max |V|, into (B*H, n_chunks, D). Accumulated elementwise in a
+        (ROWS, D) tile and reduced across rows once at the end (a cross-thread reduction per
+        loaded tile would cost more than the loads)."""
         chunk = tl.program_id(0)
         bh = tl.program_id(1).to(tl.int64)
         b = bh // H
         h = bh % H
         offs_d = tl.arange(0, BLOCK_D)
-        ksum = tl.zeros((BLOCK_D,), tl.float64)
-        vmax = tl.zeros((BLOCK_D,), tl.float32)
+        ksum = tl.zeros((ROWS, BLOCK_D), tl.float64)
+        vmax = tl.zeros((ROWS, BLOCK_D), tl.float32)
         for r in range(0, CHUNK, ROWS):
             offs_s = chunk * CHUNK + r + tl.arange(0, ROWS)
             ok = (offs_s[:, None] < S) & (offs_d[None, :] < D)
@@ -301,18 +304,18 @@ if triton is not None:
                          mask=ok, other=0.0)
             vx = tl.load(v_ptr + b * svb + h * svh + offs_s[:, None] * svs + offs_d[None, :] * svd,
                          mask=ok, other=0.0)
-            ksum += tl.sum(kx.to(tl.float64), axis=0)
-            vmax = tl.maximum(vmax, tl.max(tl.abs(vx.to(tl.float32)), axis=0))
+            ksum += kx.to(tl.float64)
+            vmax = tl.maximum(vmax, tl.abs(vx.to(tl.float32)))
         out = bh * n_chunks * D + chunk * D + offs_d
-        tl.store(ksum_ptr + out, ksum, mask=offs_d < D)
-        tl.store(vmax_ptr + out, vmax, mask=offs_d < D)
+        tl.store(ksum_ptr + out, tl.sum(ksum, axis=0), mask=offs_d < D)
+        tl.store(vmax_ptr + out, tl.max(vmax, axis=0), mask=offs_d < D)
 
 
 def _column_stats_triton(k, v):
     """(K mean, V channel amax), each (B, H, D) float32, from one Triton pass over K and V: the
     same bits as reference.key_mean and _v_amax (the partial sums are exact in float64)."""
     B, S, H, D = k.shape
-    chunk = 1024
+    chunk = 512
     n_chunks = -(-S // chunk)
     ksum = torch.empty(B * H, n_chunks, D, dtype=torch.float64, device=k.device)
     vmax = torch.empty(B * H, n_chunks, D, dtype=torch.float32, device=k.device)

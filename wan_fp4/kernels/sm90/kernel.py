@@ -53,7 +53,7 @@ def _tree_max(vals):
 
 class Sm90Attention:
     def __init__(self, mode: str, head_dim: int, n_wg: int = 2, stages: int = 2, overlap: bool = True,
-                 pingpong: bool = False, fold: int = 1, intra: bool = False):
+                 pingpong: int = 0, fold: int = 1, intra: bool = False):
         if mode not in ("direct-p", "fp8"):
             raise ValueError(f"mode must be 'direct-p' or 'fp8', got {mode!r}")
         if head_dim not in (64, 128):
@@ -70,10 +70,14 @@ class Sm90Attention:
         self.stages = stages
         self.overlap = overlap
         # pingpong: 0 off, 1 hand over after issuing, 2 hand over when the products are done
-        self.pingpong = int(pingpong) if overlap and n_wg == 2 else 0
+        if int(pingpong) not in (0, 1, 2):
+            raise ValueError(f"pingpong must be 0, 1 or 2, got {pingpong!r}")
+        if pingpong and n_wg != 2:
+            raise ValueError("pingpong needs two consumer warp groups (n_wg=2)")
+        self.pingpong = int(pingpong)
         if fold not in (1, 2):
             raise ValueError(f"fold must be 1 or 2, got {fold}")
-        if (fold != 1 or intra or self.pingpong) and not overlap:
+        if (fold != 1 or intra or pingpong) and not overlap:
             raise ValueError("fold=2, intra and pingpong need overlap=True")
         # fold: key tiles per zero-initialised PV accumulator before it is added into the FP32
         # output (2 = 256 keys); intra: FA3-style, the codes of tile n+1 are computed while
