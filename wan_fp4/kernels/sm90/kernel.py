@@ -367,8 +367,9 @@ class Sm90Attention:
             if const_expr(self.intra):
                 # FA3's intra-warpgroup overlap: the codes of tile n + 1 are computed in place in
                 # the S accumulator while PV(n) still reads P(n) from registers; P is repacked
-                # only after PV(n) retired, so one P buffer suffices and no register the tensor
-                # core reads is overwritten early (which would make ptxas wait before the codes).
+                # only after PV(n) retired, so one P buffer suffices. fp8's exp2 work overlaps
+                # PV(n) this way; for direct-p ptxas still waits for PV(n) first, as the row
+                # max's temporaries need the registers PV(n) is reading (BENCHMARKS.md).
                 self.issue_qk(mma_qk, st, wgc, hk.index)
                 self.issue_pv(mma_pv, st, hv.index, accumulate)
                 self.after_issue(wgc, False, False)
