@@ -119,3 +119,24 @@ def test_gpu_without_a_kernel_falls_back_visibly(monkeypatch, caplog):
     with caplog.at_level(logging.WARNING, logger="wan_fp4"):
         assert dispatch.kernel_for(q, "direct-p", q, q) == "emulation"
     assert "no GPU kernel for mode 'direct-p' on sm_80" in caplog.text
+
+
+def test_fa4_is_only_chosen_for_head_dims_it_accepts():
+    """flash-attn-4 asserts on head dims outside its range; bf16 then goes to SDPA instead."""
+    from wan_fp4.dispatch import fa4_head_dim_ok
+
+    assert fa4_head_dim_ok(128, 9) and fa4_head_dim_ok(256, 9) and fa4_head_dim_ok(64, 10)
+    assert fa4_head_dim_ok(256, 10) and not fa4_head_dim_ok(192, 10)
+    assert not fa4_head_dim_ok(80 + 4, 9) and not fa4_head_dim_ok(264, 9) and not fa4_head_dim_ok(4, 9)
+
+
+def test_exact_lse_chunks_are_bounded_and_exact(monkeypatch):
+    """The bf16 LSE (ring attention's fallback) in memory-bounded query chunks equals the
+    one-shot logsumexp, whatever the chunk size the bound gives."""
+    from wan_fp4 import dispatch
+
+    g = torch.Generator().manual_seed(4)
+    q, k = torch.randn(2, 300, 3, 64, generator=g), torch.randn(2, 257, 3, 64, generator=g)
+    want = torch.logsumexp(torch.einsum("bqhd,bkhd->bhqk", q, k) * 0.125, dim=-1)
+    monkeypatch.setattr(dispatch, "_LSE_CHUNK_ELEMENTS", 2 * 3 * 257 * 7)  # 7-row chunks
+    torch.testing.assert_close(dispatch._lse_exact(q, k, 0.125), want, rtol=1e-5, atol=1e-5)

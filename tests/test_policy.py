@@ -31,6 +31,15 @@ def test_steps_count_from_the_end():
     assert p.step_bf16
 
 
+def test_steps_outside_the_run_are_reported_once(caplog):
+    p = Policy.build("direct-p", 2, bf16_steps=(0, 7, -9))
+    with caplog.at_level("WARNING", logger="wan_fp4"):
+        for step in range(5):
+            p.set_step(step, 5)
+    warnings = [r.getMessage() for r in caplog.records if "bf16_steps" in r.getMessage()]
+    assert len(warnings) == 1 and "[-4, 7]" in warnings[0] and "5 steps" in warnings[0]
+
+
 @pytest.mark.parametrize("kwargs, error, message", [
     ({"bf16_layers": (-3,)}, ValueError, "bf16_layers: layer -3 is out of range"),
     ({"bf16_layers": (True,)}, TypeError, "bf16_layers must hold int"),

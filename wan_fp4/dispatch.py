@@ -158,9 +158,19 @@ def _fa4_import():
         return None
 
 
+def fa4_head_dim_ok(d: int, major: int) -> bool:
+    """Head dims flash-attn-4 (4.0.0b36) accepts for BF16/FP16: multiples of 8, 8..256 on sm90,
+    8..128 or 256 on sm100 (its interface asserts otherwise; we take SDPA instead)."""
+    if d % 8 or d < 8:
+        return False
+    return d <= 256 if major == 9 else (d <= 128 or d == 256)
+
+
 def _fa4_usable(q):
-    return (_fa4_import() is not None and q.dtype in (torch.bfloat16, torch.float16)
-            and torch.cuda.get_device_capability(q.device)[0] in (9, 10))
+    if _fa4_import() is None or q.dtype not in (torch.bfloat16, torch.float16):
+        return False
+    major = torch.cuda.get_device_capability(q.device)[0]
+    return major in (9, 10) and fa4_head_dim_ok(q.shape[-1], major)
 
 
 def _warn_once(message):
@@ -192,8 +202,15 @@ def _bf16_kernel(q, k, v, kernel, scale):
         q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scale=scale).transpose(1, 2)
 
 
-def _lse_exact(q, k, scale, chunk=4096):
-    """Natural-log LSE of exact scores, chunked over queries (SDPA does not return it)."""
+_LSE_CHUNK_ELEMENTS = 1 << 28  # FP32 scores per chunk: 1 GiB
+
+
+def _lse_exact(q, k, scale):
+    """Natural-log LSE of exact scores, chunked over queries (SDPA does not return it). Chunks
+    hold at most 2^28 FP32 scores (1 GiB): at Wan 14B 720p shapes a fixed 4096-row chunk would
+    materialise ~25 GB."""
+    b, _, h, _ = q.shape
+    chunk = max(1, min(4096, _LSE_CHUNK_ELEMENTS // max(1, b * h * k.shape[1])))
     kf = k.transpose(1, 2).float()
     parts = []
     for i in range(0, q.shape[1], chunk):

@@ -8,6 +8,7 @@ torch.compile'd transformer sees at most two variants instead of one per step.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 import torch
@@ -15,6 +16,8 @@ from diffusers.hooks import HookRegistry, ModelHook
 from diffusers.hooks.hooks import StateManager
 
 from .modes import FP4Params, check_mode
+
+log = logging.getLogger("wan_fp4")
 
 HOOK_NAME = "wan_fp4_attention_policy"
 
@@ -47,6 +50,7 @@ class Policy:
     # Written per transformer call by StepHook; read by the processors.
     step_known: bool = False
     step_bf16: bool = False
+    _warned_steps: set = field(default_factory=set, repr=False, compare=False)
 
     @classmethod
     def build(cls, mode, num_layers, *, bf16_steps=(), bf16_layers=(), layer_modes=None, cross_attention=False,
@@ -121,6 +125,12 @@ class Policy:
                         "`transformer.cache_context(name, step_index=i, num_inference_steps=n)`")
                 s += num_steps
             wanted.add(s)
+        if num_steps is not None:
+            outside = sorted(s for s in wanted if not 0 <= s < num_steps)
+            if outside and num_steps not in self._warned_steps:
+                self._warned_steps.add(num_steps)
+                log.warning("wan_fp4: bf16_steps=%s: step(s) %s are outside this run's %d steps and "
+                            "never run in BF16", self.bf16_steps, outside, num_steps)
         self.step_known, self.step_bf16 = True, step in wanted
 
 
