@@ -12,6 +12,19 @@ import pytest  # noqa: E402
 
 
 @pytest.fixture
+def shim_toolchain():
+    """Skip unless a prebuilt kernel's C shim can be linked here, by the package's own checks
+    (wan_fp4.kernels.aot: a C compiler, the CUDA headers); the skip says which is missing."""
+    from wan_fp4.kernels import aot
+
+    try:
+        aot.c_compiler()
+        aot.cuda_home()
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture
 def tiny_wan():
     """Factory for a tiny random WanTransformer3DModel (float32, eval). i2v=True adds the image
     branch (added_kv_proj_dim) like Wan2.1-I2V. Keyword overrides go to the config."""
