@@ -157,17 +157,6 @@ def do_check(configs):
     return ok
 
 
-def fp8_gemm_ceiling(bench):
-    """cuBLAS FP8 GEMM (E4M3 x E4M3 -> BF16, 8192^3) in the same run: the tensor-core rate a
-    large, simple FP8 product reaches on this machine."""
-    n = 8192
-    a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
-    b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn).t()
-    one = torch.ones((), device="cuda")
-    bench("cuBLAS FP8 GEMM 8192^3 (tensor-core ceiling)", 2 * n ** 3,
-          lambda: torch._scaled_mm(a, b, one, one, out_dtype=torch.bfloat16, use_fast_accum=True))
-
-
 def do_bench(shapes, configs):
     import triton.testing as tt
 
@@ -180,7 +169,10 @@ def do_bench(shapes, configs):
         rows.append((label, name, ms, flops / ms / 1e9))
         print(f"{label:16s} {name:52s} {ms:9.3f} ms {flops / ms / 1e9:7.1f} TFLOP/s", flush=True)
 
-    fp8_gemm_ceiling(lambda name, flops, fn: bench("-", name, flops, fn))
+    from wan_fp4.eval.bench_attention import fp8_gemm
+
+    gemm, gemm_flops = fp8_gemm()
+    bench("-", "cuBLAS FP8 GEMM 8192^3 (tensor-core ceiling)", gemm_flops, gemm)
     for b, h, s in shapes:
         d = 128
         q, k, v = _rand(b, s, h, d, gen), _rand(b, s, h, d, gen), _rand(b, s, h, d, gen)

@@ -37,11 +37,9 @@ def launch(configs):
     lse = torch.empty(b, h, s, dtype=torch.float32, device="cuda")
     for config in configs:
         sm90.launch(ops, "direct-p", d, config=config, out=out, lse=lse, prebuilt=True)
-    n = 8192
-    a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
-    bt = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn).t()
-    one = torch.ones((), device="cuda")
-    torch._scaled_mm(a, bt, one, one, out_dtype=torch.bfloat16, use_fast_accum=True)
+    from wan_fp4.eval.bench_attention import fp8_gemm
+
+    fp8_gemm()[0]()
     torch.cuda.synchronize()
 
 
@@ -77,7 +75,8 @@ def prepass():
             parts[f"quantise K rows (mean), num_warps={nw}"] = lambda meta=meta: prepare._quant_rows_kernel[(nb, b * h)](
                 k, k_mean, q8, sc, s, h, nb, *k.stride(), HAS_MEAN=True, **meta)
             parts[f"quantise V^T (sm90 layout), num_warps={nw}"] = lambda meta=meta: prepare._quant_v_kernel[(nb, b * h)](
-                v, v_amax, perm, vt, vs, s, h, s_pad, *v.stride(), PERM=True, ONES_ROWS=8, **meta)
+                v, v_amax, perm, vt, vs, s, h, s_pad, *v.stride(), PERM=True, ONES_ROWS=8,
+                ONE_CODE=prepare.E4M3_ONE, **meta)
         parts["whole pre-pass, sm90 direct-p layout"] = lambda: prepare.prepare_fp8(q, k, v, **v_layout_args("direct-p"))
         for name, fn in parts.items():
             ms = tt.do_bench(fn, warmup=25, rep=200, return_mode="median")

@@ -117,15 +117,21 @@ def main(argv=None):
     return 0
 
 
-def fp8_gemm_tflops(do_bench, n: int = 8192) -> float:
-    """cuBLAS E4M3 x E4M3 -> BF16 GEMM, n^3, in this run: what the FP8 tensor cores deliver on a
-    large plain product, the practical ceiling any FP8 attention kernel sits under."""
+def fp8_gemm(n: int = 8192):
+    """(run, flops): one cuBLAS E4M3 x E4M3 -> BF16 GEMM of n^3 on fresh random operands. What the
+    FP8 tensor cores deliver on a large plain product is the practical ceiling any FP8 attention
+    kernel sits under."""
     a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
     b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn).t()
     one = torch.ones((), device="cuda")
-    ms = do_bench(lambda: torch._scaled_mm(a, b, one, one, out_dtype=torch.bfloat16, use_fast_accum=True),
-                  warmup=100, rep=500, return_mode="median")
-    return 2 * n ** 3 / ms / 1e9
+    return (lambda: torch._scaled_mm(a, b, one, one, out_dtype=torch.bfloat16, use_fast_accum=True)), 2 * n ** 3
+
+
+def fp8_gemm_tflops(do_bench, n: int = 8192) -> float:
+    """fp8_gemm's rate in this run, TFLOP/s."""
+    run, flops = fp8_gemm(n)
+    ms = do_bench(run, warmup=100, rep=500, return_mode="median")
+    return flops / ms / 1e9
 
 
 def markdown_table(results):
