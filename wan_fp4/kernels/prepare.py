@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from functools import lru_cache
 
 import torch
 
@@ -248,7 +249,8 @@ if triton is not None:
     def _quant_v_kernel(v_ptr, amax_ptr, perm_ptr, out_ptr, scale_ptr, S, H, s_pad,
                         svb, svs, svh, svd,
                         D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
-                        HW_CVT: tl.constexpr, PERM: tl.constexpr, ONES_ROWS: tl.constexpr):
+                        HW_CVT: tl.constexpr, PERM: tl.constexpr, ONES_ROWS: tl.constexpr,
+                        ONE_CODE: tl.constexpr):
         """One 128-key block of one (b, h): per-channel scale, cast, store transposed
         (B, H, D + ONES_ROWS, S_pad). PERM: output column j holds key 32 (j // 32) + perm[j % 32];
         the permutation is applied to the rows read (whole D-vectors, so the reads stay
@@ -274,7 +276,7 @@ if triton is not None:
         tl.store(out, codes.to(tl.uint8, bitcast=True), mask=offs_d[None, :] < D)  # out is a uint8 view
         if ONES_ROWS > 0:
             r = tl.arange(0, ONES_ROWS)
-            ones = tl.where(r[:, None] == 0, 0x38, 0).to(tl.uint8) + tl.zeros((ONES_ROWS, BLOCK_S), tl.uint8)
+            ones = tl.where(r[:, None] == 0, ONE_CODE, 0).to(tl.uint8) + tl.zeros((ONES_ROWS, BLOCK_S), tl.uint8)
             tl.store(out_ptr + bh * rows * s_pad + (D + r[:, None]) * s_pad + offs_s[None, :], ones)
         if blk == 0:
             tl.store(scale_ptr + bh * D + offs_d, scale, mask=offs_d < D)
@@ -326,6 +328,13 @@ def _column_stats_triton(k, v):
     return k_mean, vmax.amax(dim=1).view(B, H, D)
 
 
+@lru_cache(maxsize=None)
+def _perm_on(device: torch.device, v_perm: tuple | None) -> torch.Tensor:
+    """The 32-key permutation as an int32 tensor on `device`, made once (not a host-to-device copy
+    per attention call); a placeholder when there is none."""
+    return torch.tensor(v_perm if v_perm is not None else (0,), dtype=torch.int32, device=device)
+
+
 def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
@@ -359,9 +368,9 @@ def _prepare_triton(q, k, v, hw_cvt: bool, v_perm=None, v_ones_rows=0) -> Prepar
                                     HAS_MEAN=False, **meta)
     _quant_rows_kernel[(nk, B * H)](k, k_mean, k8, k_scale, Skv, H, nk, *k.stride(),
                                     HAS_MEAN=True, **meta)
-    perm = torch.tensor(v_perm if v_perm is not None else [0], dtype=torch.int32, device=dev)
-    _quant_v_kernel[(nk, B * H)](v, v_amax, perm, v8t.view(torch.uint8), v_scale, Skv, H, skv_pad, *v.stride(),
-                                 PERM=v_perm is not None, ONES_ROWS=v_ones_rows, **meta)
+    _quant_v_kernel[(nk, B * H)](v, v_amax, _perm_on(dev, v_perm), v8t.view(torch.uint8), v_scale, Skv, H,
+                                 skv_pad, *v.stride(), PERM=v_perm is not None, ONES_ROWS=v_ones_rows,
+                                 ONE_CODE=E4M3_ONE, **meta)
     return PreparedFP8(q8, k8, v8t, q_scale, k_scale, v_scale, k_mean, Sq, Skv, v_perm, v_ones_rows)
 
 
