@@ -5,8 +5,8 @@
 
 q, k, v are (B, S, H, D) BF16/FP16 CUDA tensors. Quantisation is prepare.py's pre-pass, which
 writes V^T straight into this kernel's layout (layout.py). The kernel is JIT-compiled once per
-(mode, D, config) and cached in-process (compile.py), unless a prebuilt (AOT) kernel for
-(mode, D) with the default config is available (aot.py: C shim + ctypes).
+(mode, D, config) and cached in-process (compile.py), unless a prebuilt (AOT) kernel of that
+(mode, D, config) is available (aot.py: C shim + ctypes; the package ships each mode's default).
 """
 from __future__ import annotations
 

@@ -372,12 +372,12 @@ class Sm90Attention:
                 # max's temporaries need the registers PV(n) is reading (BENCHMARKS.md).
                 self.issue_qk(mma_qk, st, wgc, hk.index)
                 self.issue_pv(mma_pv, st, hv.index, accumulate)
-                self.after_issue(wgc, False, False)
+                self.hand_over(wgc, False, False)
                 warpgroup.wait_group(1)  # groups complete in order: S(n+1) is ready
                 hk.release()
                 self.codes(st, n + 1, n_tiles, s_kv, qk, quad)
                 warpgroup.wait_group(0)
-                self.after_issue(wgc, False, True)
+                self.hand_over(wgc, False, True)
                 hv.release()
                 self.pack(st)
                 if const_expr(fold_now):
@@ -385,13 +385,13 @@ class Sm90Attention:
             else:
                 self.issue_pv(mma_pv, st, hv.index, accumulate)
                 self.issue_qk(mma_qk, st, wgc, hk.index)
-                self.after_issue(wgc, False, False)
+                self.hand_over(wgc, False, False)
                 warpgroup.wait_group(1)
                 hv.release()
                 if const_expr(fold_now):
                     self.promote(st)
                 warpgroup.wait_group(0)
-                self.after_issue(wgc, False, True)
+                self.hand_over(wgc, False, True)
                 hk.release()
                 self.softmax(st, n + 1, n_tiles, s_kv, qk, quad)
             self.merge(st, not fold_now)
@@ -399,14 +399,14 @@ class Sm90Attention:
             if const_expr(self.pingpong):
                 self.wait_my_turn(wgc)
             self.issue_pv(mma_pv, st, hv.index, accumulate)
-            self.after_issue(wgc, True, False)
+            self.hand_over(wgc, True, False)
             warpgroup.wait_group(0)
-            self.after_issue(wgc, True, True)
+            self.hand_over(wgc, True, True)
             hv.release()
             self.promote(st)
 
     @cute.jit
-    def after_issue(self, wgc, last, done):
+    def hand_over(self, wgc, last, done):
         """Ping-pong: hand the tensor core to the other warp group once this one has issued its
         products (pingpong=1, done=False) or once they completed (pingpong=2, done=True: the
         groups then never share the tensor core, so one's softmax runs under the other's
