@@ -170,14 +170,18 @@ def do_large(b=6, h=40, s=75600, d=128, mode="direct-p"):
 
     torch.backends.cuda.matmul.allow_tf32 = False
     gen = torch.Generator(device="cuda").manual_seed(20261201)
+    # resolve (and link on first use) the prebuilt kernel first: without the DSL, is_supported
+    # accepts only a prebuilt kernel that is already linked
+    run = aot.prebuilt_launcher(mode, d) if PREBUILT is not False else None
+    if PREBUILT and run is None:
+        raise RuntimeError(f"no usable prebuilt sm90 kernel for {mode} D{d} (see the log)")
+    print(f"sm90 kernel {aot.kernel_name(mode, d)} runs {'prebuilt (AOT)' if run else 'JIT'}", flush=True)
     q, k, v = _rand(b, s, h, d, gen), _rand(b, s, h, d, gen), _rand(b, s, h, d, gen)
     name = dispatch.kernel_for(q, mode, k, v)
     ok_sup, why = sm90.is_supported(q, k, v, mode)
     print(f"B{b} H{h} S{s} D{d} {mode}: B*S*H*D = {b * s * h * d} (2^31 = {2**31}); dispatch picks {name!r}; "
           f"sm90 is_supported={ok_sup} {why}", flush=True)
     ok = name == "sm90-cute" and ok_sup
-    run = "prebuilt (AOT)" if PREBUILT or (PREBUILT is None and aot.prebuilt_launcher(mode, d) is not None) else "JIT"
-    print(f"sm90 kernel {aot.kernel_name(mode, d)} runs {run}", flush=True)
     ops = prepare_fp8(q, k, v, **v_layout_args(mode))
     # whole 128-row Q scale blocks (the first and the last), so the reference quantises them alike
     last = (s - 1) // 128 * 128
