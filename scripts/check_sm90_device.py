@@ -3,6 +3,7 @@
     python scripts/check_sm90_device.py check   # compile + compare with wan_fp4.reference at awkward shapes
     python scripts/check_sm90_device.py bench   # time vs torch SDPA (cuDNN BF16) in the same run
     python scripts/check_sm90_device.py all     # both, one job
+    python scripts/check_sm90_device.py large   # B6 H40 S75600 D128 direct-p (B*S*H*D > 2^31)
     ... --configs '{"pingpong": true}' ... --prebuilt-dir DIR   # configs built ahead of time
                                                 # (build_prebuilt.py --out DIR): no DSL needed
 
@@ -12,6 +13,11 @@ DSL is installed), and the pre-pass's kernel V^T layout with its definition (the
 check: fresh N(0,1) BF16 inputs per shape; outputs poisoned with NaN before the launch; reference
   run in torch on the same GPU with TF32 off; prints relative L2 (||out - ref|| / ||ref||), max abs
   error and LSE error. Fails (exit 1) if any rel L2 > 1e-2 or any NaN.
+large: the batch whose output passes 2^31 elements (Wan2.1-14B 720p, batch 6): prints the kernel
+  dispatch picks (must be sm90-cute) and runs the sm90 kernel on the whole batch, then on each batch
+  element alone (B=1, the same prepared operands sliced): every output and LSE must be bit-identical
+  (same operands, same per-CTA arithmetic; only the batch offsets differ), no NaN (outputs are
+  poisoned first), plus a reference check of the last element's first and last query blocks.
 bench: triton.testing.do_bench median; TFLOP/s = 4 B H S^2 D / t. "kernel" times the attention
   kernel on prepared operands; "e2e" is sm90_attention (quantisation pre-pass + kernel). The FP8
   tensor-core ceiling is measured in the same run: cuBLAS FP8 GEMM (torch._scaled_mm) 8192^3.
@@ -157,6 +163,72 @@ def do_check(configs):
     return ok
 
 
+def do_large(b=6, h=40, s=75600, d=128, mode="direct-p"):
+    import dataclasses
+
+    from wan_fp4 import dispatch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    gen = torch.Generator(device="cuda").manual_seed(20261201)
+    # resolve (and link on first use) the prebuilt kernel first: without the DSL, is_supported
+    # accepts only a prebuilt kernel that is already linked
+    run = aot.prebuilt_launcher(mode, d) if PREBUILT is not False else None
+    if PREBUILT and run is None:
+        raise RuntimeError(f"no usable prebuilt sm90 kernel for {mode} D{d} (see the log)")
+    print(f"sm90 kernel {aot.kernel_name(mode, d)} runs {'prebuilt (AOT)' if run else 'JIT'}", flush=True)
+    q, k, v = _rand(b, s, h, d, gen), _rand(b, s, h, d, gen), _rand(b, s, h, d, gen)
+    name = dispatch.kernel_for(q, mode, k, v)
+    ok_sup, why = sm90.is_supported(q, k, v, mode)
+    print(f"B{b} H{h} S{s} D{d} {mode}: B*S*H*D = {b * s * h * d} (2^31 = {2**31}); dispatch picks {name!r}; "
+          f"sm90 is_supported={ok_sup} {why}", flush=True)
+    ok = name == "sm90-cute" and ok_sup
+    ops = prepare_fp8(q, k, v, **v_layout_args(mode))
+    # whole 128-row Q scale blocks (the first and the last), so the reference quantises them alike
+    last = (s - 1) // 128 * 128
+    rows = torch.cat([torch.arange(0, 128), torch.arange(last, s)]).cuda()
+    q_last = q[b - 1:, rows].clone()
+    k_last, v_last = k[b - 1:].clone(), v[b - 1:].clone()
+    del q, k, v
+    faulthandler.dump_traceback_later(300, exit=True)
+    out = torch.full((b, s, h, d), float("nan"), dtype=torch.bfloat16, device="cuda")
+    lse = torch.full((b, h, s), float("nan"), dtype=torch.float32, device="cuda")
+    sm90.launch(ops, mode, d, out=out, lse=lse, prebuilt=PREBUILT)
+    torch.cuda.synchronize()
+    nan = int(torch.isnan(out).sum().item() + torch.isnan(lse).sum().item())
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    sm90.launch(ops, mode, d, out=torch.empty_like(out), lse=torch.empty_like(lse), prebuilt=PREBUILT)
+    stop.record()
+    torch.cuda.synchronize()
+    ms = start.elapsed_time(stop)
+    print(f"{'ok  ' if nan == 0 else 'FAIL'} B{b} launch nan={nan}; second launch {ms:.1f} ms, "
+          f"{4 * b * h * s * s * d / ms / 1e9:.0f} TFLOP/s", flush=True)
+    ok &= nan == 0
+    for i in range(b):
+        one = dataclasses.replace(
+            ops, q8=ops.q8[i:i + 1], k8=ops.k8[i:i + 1], v8t=ops.v8t[i:i + 1], q_scale=ops.q_scale[i:i + 1],
+            k_scale=ops.k_scale[i:i + 1], v_scale=ops.v_scale[i:i + 1], k_mean=ops.k_mean[i:i + 1])
+        o1 = torch.full((1, s, h, d), float("nan"), dtype=torch.bfloat16, device="cuda")
+        l1 = torch.full((1, h, s), float("nan"), dtype=torch.float32, device="cuda")
+        sm90.launch(one, mode, d, out=o1, lse=l1, prebuilt=PREBUILT)
+        torch.cuda.synchronize()
+        same = torch.equal(out[i:i + 1], o1) and torch.equal(lse[i:i + 1], l1)
+        diff = (out[i:i + 1].float() - o1.float()).abs().max().item()
+        ok &= same
+        print(f"{'ok  ' if same else 'FAIL'} batch element {i} (O offset {i * s * h * d}): B{b} == B1 bitwise "
+              f"(max |diff| {diff:.3e})", flush=True)
+        if i == b - 1:
+            ref = reference.attention(q_last, k_last, v_last, mode)
+            rel, mx = _rel(out[i:i + 1, rows], ref)
+            ok &= rel < TOL
+            print(f"{'ok  ' if rel < TOL else 'FAIL'} element {i} rows 0..127, {last}..{s - 1} vs reference: "
+                  f"relL2={rel:.3e} maxabs={mx:.3e} (tol {TOL})", flush=True)
+        del o1, l1
+    faulthandler.cancel_dump_traceback_later()
+    print("LARGE", "PASSED" if ok else "FAILED", flush=True)
+    return ok
+
+
 def do_bench(shapes, configs):
     import triton.testing as tt
 
@@ -210,7 +282,7 @@ def main():
     from pathlib import Path
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["check", "bench", "all"])
+    ap.add_argument("what", choices=["check", "bench", "all", "large"])
     ap.add_argument("--quick", action="store_true", help="bench only the first shape")
     ap.add_argument("--configs", nargs="*", type=json.loads, default=[],
                     help="extra kernel configs (JSON, over each mode's default) to check and time")
@@ -227,6 +299,8 @@ def main():
     ok = True
     if args.what in ("check", "all"):
         ok = do_check(configs)
+    if args.what == "large":
+        ok = do_large()
     if args.what in ("bench", "all"):
         shapes = [(1, 12, 32760), (1, 40, 32760), (1, 40, 75600)]
         do_bench(shapes[:1] if args.quick else shapes, configs)

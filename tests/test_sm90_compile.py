@@ -19,6 +19,7 @@ pytest.importorskip("cutlass")
 from wan_fp4.kernels import sm90  # noqa: E402
 from wan_fp4.kernels.sm90.compile import compile_kernel, cubin_of, ptx_of  # noqa: E402
 from wan_fp4.kernels.sm90.layout import ONES_ROWS, SIGMA, key_permutation, sm90_v_layout  # noqa: E402
+from ptx_addressing import AddressAudit, global_accesses  # noqa: E402
 
 # --keep-* also writes files; keep them out of the working directory
 DUMP = Path(tempfile.gettempdir()) / "wan_fp4_sm90_dump"
@@ -44,6 +45,29 @@ def test_ptx_targets_sm90a_with_fp8_wgmma_and_tma(built):
     assert "setmaxnreg" in ptx  # producer / consumer register split
     assert not re.search(r"\b(ld|st)\.local", ptx), "register spills to local memory"
     assert len(cubin) > 0
+
+
+def test_global_addressing_is_64_bit(built):
+    """O, LSE and scale addresses: the batch index enters every one, and no 32-bit product of it
+    (or of a runtime size/stride) is in any of them, so B*S*H*D >= 2^31 (Wan 720p, B >= 6) cannot
+    wrap. (Q, K, V^T come by TMA: batch is a descriptor coordinate, strides are the host's Int64.)"""
+    _, ptx, _ = built
+    audit = AddressAudit(ptx)
+    accesses = global_accesses(audit.instrs)
+    assert any(a.op.startswith("st.global.b16") for a in accesses)  # the BF16 O stores
+    assert any(a.op.startswith("st.global.b32") for a in accesses)  # the LSE stores
+    for a in accesses:
+        assert audit.uses_batch(a), a.text
+        bad = audit.narrow_products(a)
+        assert not bad, f"{a.text}: 32-bit products in its address: {[b.text for b in bad]}"
+
+
+def test_large_batch_keeps_the_kernel():
+    # B6 H40 S75600 (Wan2.1-14B 720p, batch 6): B*S*H*D > 2^31, served by the 64-bit kernel
+    assert sm90.shape_reason(6, 40, 75600, 75600) == ""
+    assert sm90.shape_reason(1, 40, 2**20, 2**20) == ""
+    assert "B=70000" in sm90.shape_reason(70000, 1, 128, 128)
+    assert "empty" in sm90.shape_reason(1, 1, 0, 128)
 
 
 def _ex2_count(ptx):

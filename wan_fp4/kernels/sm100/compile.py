@@ -13,10 +13,12 @@ def compile_options(extra: str = "") -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def compile_kernel(kv_stages: int = 3, extra_options: str = ""):
+def compile_kernel(kv_stages: int = 3, extra_options: str = "", pv_qk_sync: bool = False):
     """cute.compile the kernel for sm_100a; returns the JitCompiledFunction.
 
     Shapes and scalars are runtime arguments, so one compile serves every (B, S, H) with D = 128.
+    pv_qk_sync: the kernel's debug option (kernel.DirectPFP4Sm100); the prebuilt kernel is the
+    default (off).
     """
     import cutlass
     import cutlass.cute as cute
@@ -28,7 +30,7 @@ def compile_kernel(kv_stages: int = 3, extra_options: str = ""):
     def ptr(dtype, align=16):
         return make_ptr(dtype, 0, cute.AddressSpace.gmem, assumed_align=align)
 
-    kern = DirectPFP4Sm100(kv_stages=kv_stages)
+    kern = DirectPFP4Sm100(kv_stages=kv_stages, pv_qk_sync=pv_qk_sync)
     i32 = cutlass.Int32(1)
     f32 = cutlass.Float32(1.0)
     stream = cuda.CUstream(0)
@@ -46,10 +48,10 @@ def compile_kernel(kv_stages: int = 3, extra_options: str = ""):
     )
 
 
-def compile_artifacts(dump_dir: str, kv_stages: int = 3) -> tuple[str, bytes]:
+def compile_artifacts(dump_dir: str, kv_stages: int = 3, pv_qk_sync: bool = False) -> tuple[str, bytes]:
     """Compile into dump_dir keeping the PTX and cubin; returns (ptx text, cubin bytes)."""
     os.makedirs(dump_dir, exist_ok=True)
-    compile_kernel(kv_stages, f"--keep-ptx --keep-cubin --dump-dir {dump_dir}")
+    compile_kernel(kv_stages, f"--keep-ptx --keep-cubin --dump-dir {dump_dir}", pv_qk_sync)
     names = os.listdir(dump_dir)
     ptx = [n for n in names if n.endswith(f".{ARCH}.ptx")]
     cubin = [n for n in names if n.endswith(f".{ARCH}.cubin")]

@@ -31,6 +31,9 @@ Departures from the paper's kernel, on purpose:
 - Q and K scale factors are copied into TMEM again for every QK (a QK overwrites its whole
   bank, so no score column holds them for the whole work item): 2 KB of tcgen05.cp per QK.
 - K/V stream through a 3-stage ring of whole 128-key tiles; no 2-CTA mode, no cluster.
+Ordering: QK_b(n) overwrites bank S_b right after PV_b(n-1), which reads P and its scales there,
+is issued: ordered by issue order alone, beyond what the PTX ISA guarantees (as in FA4; the
+assumption tmem_plan.MMA_ISSUE_ORDER). The debug build pv_qk_sync=True waits for PV_b instead.
 """
 from __future__ import annotations
 
@@ -75,6 +78,8 @@ assert (0, P_CODE_COLS) == P_CODES and EARLY_RETIRE_COLS == P_BLOCK
 assert P_CODES[1] <= QK_SF[0] and QK_SF[0] + QK_SF[1] <= EARLY_RETIRE_COLS <= PV_SF[0]
 QUERY_STAGES = 2  # query tiles per work item
 
+SWIZZLE_ALIGN = 1024  # bytes: shared-memory alignment of the swizzled Q, K, V^T buffers
+
 # Named barrier ids (0 is __syncthreads).
 BAR_TMEM_ALLOC = 1
 
@@ -82,10 +87,16 @@ BAR_TMEM_ALLOC = 1
 class DirectPFP4Sm100:
     """The kernel object; `__call__` is the @cute.jit host entry (compiled by compile.py)."""
 
-    def __init__(self, kv_stages: int = 3):
+    def __init__(self, kv_stages: int = 3, pv_qk_sync: bool = False):
+        """pv_qk_sync: debug option. The MMA warp commits and waits for every PV_b before it
+        issues the next QK_b, which overwrites the bank PV_b reads its P codes and scales from:
+        the schedule then needs no ordering beyond the PTX ISA's (tmem_plan.MMA_ISSUE_ORDER), at
+        the cost of the tensor core idling between the two. Outputs must be bit-identical with
+        and without it (scripts/verify_sm100.py compares them)."""
         if kv_stages < 2:
             raise ValueError(f"kv_stages must be >= 2 (PV of tile n overlaps QK of n+1), got {kv_stages}")
         self.kv_stages = kv_stages
+        self.pv_qk_sync = bool(pv_qk_sync)
         self.tiler_qk = (TILE_M, TILE_N, HEAD_DIM)  # (queries, keys, D)
         self.tiler_pv = (TILE_M, HEAD_DIM, TILE_N)  # (queries, D, keys)
 
@@ -117,22 +128,26 @@ class DirectPFP4Sm100:
         stream: cuda.CUstream,
     ):
         bh = batch * heads
+        # Strides beyond one row are Int64: B*Sq*H*128 passes 2^31 at Wan 720p sizes from batch 6
+        # on, so batch, head and row offsets are 64-bit products (host TMA descriptors and the
+        # epilogue's O/L/m addressing alike).
+        w = cutlass.Int64
         mQ = cute.make_tensor(q_ptr, cute.make_layout(
-            (sq_pad, HEAD_DIM, bh), stride=(HEAD_DIM, 1, sq_pad * HEAD_DIM)))
+            (sq_pad, HEAD_DIM, bh), stride=(HEAD_DIM, 1, w(sq_pad) * HEAD_DIM)))
         mK = cute.make_tensor(k_ptr, cute.make_layout(
-            (skv_pad, HEAD_DIM, bh), stride=(HEAD_DIM, 1, skv_pad * HEAD_DIM)))
+            (skv_pad, HEAD_DIM, bh), stride=(HEAD_DIM, 1, w(skv_pad) * HEAD_DIM)))
         mVt = cute.make_tensor(vt_ptr, cute.make_layout(
-            (HEAD_DIM, skv_pad, bh), stride=(skv_pad, 1, skv_pad * HEAD_DIM)))
+            (HEAD_DIM, skv_pad, bh), stride=(skv_pad, 1, w(skv_pad) * HEAD_DIM)))
         mSFQ = cute.make_tensor(sfq_ptr, bs_layout.tile_atom_to_shape_SF(mQ.shape, QK_SF_VEC))
         mSFK = cute.make_tensor(sfk_ptr, bs_layout.tile_atom_to_shape_SF(mK.shape, QK_SF_VEC))
         mSFV = cute.make_tensor(sfv_ptr, bs_layout.tile_atom_to_shape_SF(mVt.shape, PV_SF_VEC))
         # Strides are multiples of 128 elements: telling the DSL lets a row's stores vectorise.
         mO = cute.make_tensor(o_ptr, cute.make_layout(
             (seq_q, HEAD_DIM, heads, batch),
-            stride=(cute.assume(heads * HEAD_DIM, HEAD_DIM), 1, HEAD_DIM,
-                    cute.assume(seq_q * heads * HEAD_DIM, HEAD_DIM))))
-        mL = cute.make_tensor(l_ptr, cute.make_layout((seq_q, bh), stride=(1, seq_q)))
-        mM = cute.make_tensor(m_ptr, cute.make_layout((seq_q, bh), stride=(1, seq_q)))
+            stride=(cute.assume(w(heads) * HEAD_DIM, HEAD_DIM), 1, HEAD_DIM,
+                    cute.assume(w(seq_q) * heads * HEAD_DIM, HEAD_DIM))))
+        mL = cute.make_tensor(l_ptr, cute.make_layout((seq_q, bh), stride=(1, w(seq_q))))
+        mM = cute.make_tensor(m_ptr, cute.make_layout((seq_q, bh), stride=(1, w(seq_q))))
 
         mma_qk = cute.make_tiled_mma(tcgen05.MmaMXF4NVF4Op(
             cutlass.Float8E4M3FN, (TILE_M, TILE_N, MMA_K), tcgen05.CtaGroup.ONE,
@@ -233,9 +248,14 @@ class DirectPFP4Sm100:
 
         smem = SmemAllocator()
         st = smem.allocate(Storage)
-        sQ = smem.allocate_tensor(cutlass.Float4E2M1FN, self.q_layout.outer, 128, self.q_layout.inner)
-        sK = smem.allocate_tensor(cutlass.Float4E2M1FN, self.k_layout.outer, 128, self.k_layout.inner)
-        sVt = smem.allocate_tensor(cutlass.Float4E2M1FN, self.vt_layout.outer, 128, self.vt_layout.inner)
+        sync_bar = None  # debug option pv_qk_sync: mbarrier "PV_b retired"
+        if cutlass.const_expr(self.pv_qk_sync):
+            sync_bar = smem.allocate_array(cutlass.Int64, 1, byte_alignment=8)
+        # The swizzled MMA operands start on 1024-byte boundaries (a whole swizzle pattern), as in
+        # CUTLASS's and FA4's Blackwell kernels; the descriptors' base offset is then 0.
+        sQ = smem.allocate_tensor(cutlass.Float4E2M1FN, self.q_layout.outer, SWIZZLE_ALIGN, self.q_layout.inner)
+        sK = smem.allocate_tensor(cutlass.Float4E2M1FN, self.k_layout.outer, SWIZZLE_ALIGN, self.k_layout.inner)
+        sVt = smem.allocate_tensor(cutlass.Float4E2M1FN, self.vt_layout.outer, SWIZZLE_ALIGN, self.vt_layout.inner)
         sSFQ = smem.allocate_tensor(cutlass.Float8E4M3FN, self.sfq_layout, 128)
         sSFK = smem.allocate_tensor(cutlass.Float8E4M3FN, self.sfk_layout, 128)
         sSFV = smem.allocate_tensor(cutlass.Float8E8M0FNU, self.sfv_layout, 128)
@@ -273,6 +293,10 @@ class DirectPFP4Sm100:
         l_pipe = pipeline.PipelineAsync.create(  # WG b's row denominators in smem
             barrier_storage=st.l_bar.data_ptr(), num_stages=2, producer_group=wg,
             consumer_group=wg, defer_sync=True)
+        if cutlass.const_expr(self.pv_qk_sync):
+            if warp == MMA_WARP:
+                with cute.arch.elect_one():
+                    cute.arch.mbarrier_init(sync_bar, 1)  # one arrival: the MMA warp's commit
         cute.arch.mbarrier_init_fence()
         cute.arch.barrier()
 
@@ -298,7 +322,7 @@ class DirectPFP4Sm100:
                        q_pipe, kv_pipe, bid, grid, num_work, q_pairs, kv_tiles)
         if warp == MMA_WARP:
             self._mma(mma_qk, mma_pv, tmem_base, sQ, sSFQ, sK, sSFK, sVt, sSFV, sSFP,
-                      q_pipe, kv_pipe, s_pipe, p_pipe, e_pipe, o_pipe, bid, grid, num_work, kv_tiles)
+                      q_pipe, kv_pipe, s_pipe, p_pipe, e_pipe, o_pipe, sync_bar, bid, grid, num_work, kv_tiles)
         if warp <= SOFTMAX0_WARPS[-1]:
             self._softmax(0, mma_qk, tmem_base, sfp_words, row_l, s_pipe, p_pipe, e_pipe, l_pipe,
                           bid, grid, num_work, q_pairs, kv_tiles, seq_q, seq_kv, mM, guard,
@@ -369,7 +393,7 @@ class DirectPFP4Sm100:
     # ------------------------------------------------------------------------------- MMA warp
     @cute.jit
     def _mma(self, mma_qk, mma_pv, tmem_base, sQ, sSFQ, sK, sSFK, sVt, sSFV, sSFP,
-             q_pipe, kv_pipe, s_pipe, p_pipe, e_pipe, o_pipe, bid, grid, num_work, kv_tiles):
+             q_pipe, kv_pipe, s_pipe, p_pipe, e_pipe, o_pipe, sync_bar, bid, grid, num_work, kv_tiles):
         thr_qk = mma_qk.get_slice(0)
         thr_pv = mma_pv.get_slice(0)
         tCrQ = mma_qk.make_fragment_A(sQ)
@@ -436,11 +460,13 @@ class DirectPFP4Sm100:
         e_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 2)
         o_acq = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, 2)
         o_com = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, 2)
+        sync_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1)  # its phase
 
         for work in cutlass.range(bid, num_work, grid, unroll=1):
             q_pipe.consumer_wait(q_state)
             # Issue order (tmem_plan.schedule): for each key tile n and stage b, PV_b(n-1) then
-            # QK_b(n). A stage's next QK overwrites its whole bank, so it follows its PV; its
+            # QK_b(n). A stage's next QK overwrites its whole bank, so it follows its PV (issue
+            # order alone: the assumption tmem_plan.MMA_ISSUE_ORDER, unless pv_qk_sync); its
             # scale factors go to the other stage's bank once that WG has read score block 0.
             for n in cutlass.range(kv_tiles + 1, unroll=1):
                 for b in cutlass.range_constexpr(QUERY_STAGES):
@@ -468,6 +494,13 @@ class DirectPFP4Sm100:
                         if cutlass.const_expr(b == QUERY_STAGES - 1):
                             kv_pipe.consumer_release(kv_pv)  # K/V stage free after both PVs
                             kv_pv.advance()
+                        if cutlass.const_expr(self.pv_qk_sync):
+                            # debug: PV_b has retired before anything overwrites bank S_b
+                            with cute.arch.elect_one():
+                                tcgen05.commit(sync_bar)
+                            cute.arch.mbarrier_wait(sync_bar, sync_state.phase)
+                            sync_state.advance()
+                            ptx.tcgen05_fence_after_sync()
                     # The other stage's WG has read score block 0 of its current tile: its
                     # bank's columns 16-31 are retired (E_{1-b}(n-1) for b = 0, E_0(n) for b = 1;
                     # E_1 of the last tile is consumed at n = kv_tiles with no QK after it).
@@ -626,6 +659,7 @@ class DirectPFP4Sm100:
         tO_src = [thr_ld.partition_S(cute.make_tensor(tmem_base + TMEM_O[b], o_acc.layout)[(None, None), 0, 0])
                   for b in range(QUERY_STAGES)]
         rO = cute.make_rmem_tensor(thr_ld.partition_D(cute.make_identity_tensor((TILE_M, HEAD_DIM))).shape, Float32)
+        rOq = cute.make_rmem_tensor((CHUNK,), Float32)
         rOb = cute.make_rmem_tensor((CHUNK,), cutlass.BFloat16)
         o_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 2)
         l_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 2)
@@ -637,21 +671,22 @@ class DirectPFP4Sm100:
                 denom = row_l[row, b]
                 l_pipe.consumer_release(l_state)
                 l_state.advance()
-                # acc = sum (2^e q)(alpha_V q_V) = 36 sum P-hat V-hat and L = 6 l: O = acc / (6 L).
-                # A row whose every code is 0 has L = 0 and gives O = 0 (as the reference), not NaN.
-                inv = Float32(0.0)
-                if denom > Float32(0.0):
-                    inv = cute.arch.rcp_approx(denom * Float32(6.0))
+                # acc = sum (2^e q)(alpha_V q_V) = 36 sum P-hat V-hat and L = 6 l: O = acc / (6 L),
+                # divided exactly as the reference (div.rn.f32 by fl(6 L)). A row whose every
+                # code is 0 has L = 0 and gives O = 0 (as the reference), not NaN.
+                denom6 = denom * Float32(6.0)
                 q_row = (QUERY_STAGES * m_blk + b) * TILE_M + row
                 g_row = cute.flat_divide(mO[q_row, None, l_idx % heads, l_idx // heads], (CHUNK,))
                 o_pipe.consumer_wait(o_state)
                 ptx.tcgen05_fence_after_sync()
                 for ch in cutlass.range_constexpr(HEAD_DIM // CHUNK):
-                    # 32 columns at a time: load, scale by 1/(6L), round to BF16, store 64 bytes.
+                    # 32 columns at a time: load, divide by 6L, round to BF16, store 64 bytes.
                     cute.copy(ld, tO_src[b][(None, None, ch)], rO[(None, None, ch)])
                     cute.arch.fence_view_async_tmem_load()
-                    chunk = rO[(None, None, ch)].load() * inv  # TensorSSA: packed BF16 converts
-                    rOb.store(chunk.to(cutlass.BFloat16))
+                    acc = rO[(None, None, ch)]
+                    for i in cutlass.range_constexpr(CHUNK):
+                        rOq[i] = ptx.div_or_zero(acc[i], denom6)
+                    rOb.store(rOq.load().to(cutlass.BFloat16))  # TensorSSA: packed BF16 converts
                     if q_row < seq_q:
                         cute.autovec_copy(rOb, g_row[(None, ch)])
                 if q_row < seq_q:

@@ -37,13 +37,19 @@ def scalar_args(args) -> tuple:
             args.guard, args.qk_log2, args.affine_ac, args.affine_a, args.affine_b, args.num_ctas)
 
 
-def launch(ops, args, out: torch.Tensor, denom: torch.Tensor, *, prebuilt: bool | None = None) -> None:
+def launch(ops, args, out: torch.Tensor, denom: torch.Tensor, *, prebuilt: bool | None = None,
+           pv_qk_sync: bool = False) -> None:
     """Run the kernel on the current CUDA stream: BF16 (B, Sq, H, 128) into `out`, and each row's
     FP32 denominator sum 2^(e - L) q into `denom` (B*H, Sq). With the guard (args.guard = 1) the
     kernel reads each row's reference m from ops.m (pack.prepare_operands(..., guard_margin=M)).
 
     prebuilt: None = the AOT kernel when usable, else JIT; True = require the AOT kernel;
-    False = always JIT."""
+    False = always JIT. pv_qk_sync: the kernel's debug option (kernel.DirectPFP4Sm100), JIT
+    only (the prebuilt kernel is the default configuration)."""
+    if pv_qk_sync:
+        if prebuilt:
+            raise ValueError("pv_qk_sync is a debug configuration: it is JIT-compiled, never prebuilt")
+        prebuilt = False
     *tensors, m = _check(ops, out, denom)
     raw_stream = torch.cuda.current_stream(out.device).cuda_stream
     run = None
@@ -60,10 +66,10 @@ def launch(ops, args, out: torch.Tensor, denom: torch.Tensor, *, prebuilt: bool 
         if err != 0:
             raise RuntimeError(f"prebuilt sm100a kernel launch failed with error {err}")
         return
-    _launch_jit(tensors, args, out, denom, m, raw_stream)
+    _launch_jit(tensors, args, out, denom, m, raw_stream, pv_qk_sync)
 
 
-def _launch_jit(tensors, args, out, denom, m, raw_stream) -> None:
+def _launch_jit(tensors, args, out, denom, m, raw_stream, pv_qk_sync=False) -> None:
     import cutlass
     import cutlass.cute as cute
     from cutlass.cute.runtime import make_ptr
@@ -77,7 +83,7 @@ def _launch_jit(tensors, args, out, denom, m, raw_stream) -> None:
     def ptr(dtype, t, align=16):
         return make_ptr(dtype, t.data_ptr(), cute.AddressSpace.gmem, assumed_align=align)
 
-    kernel = compile_kernel()
+    kernel = compile_kernel(pv_qk_sync=pv_qk_sync)
     kernel(
         ptr(fp4, q, 32), ptr(e4m3, sfq), ptr(fp4, k, 32), ptr(e4m3, sfk),
         ptr(fp4, vt, 32), ptr(e8m0, sfv), ptr(cutlass.BFloat16, out), ptr(cutlass.Float32, denom),

@@ -158,6 +158,18 @@ def e2m1x32_sum(w0: Uint32, w1: Uint32, w2: Uint32, w3: Uint32, *, loc=None, ip=
 
 
 @dsl_user_op
+def div_or_zero(a: Float32, d: Float32, *, loc=None, ip=None) -> Float32:
+    """fl(a / d) correctly rounded (div.rn.f32, subnormals kept) where d > 0, else +0: the
+    reference's where(denom > 0, acc / denom, 0)."""
+    vals = [Float32(a).ir_value(loc=loc, ip=ip), Float32(d).ir_value(loc=loc, ip=ip)]
+    text = ("{ .reg .pred p; .reg .f32 q;\n"
+            "setp.gt.f32 p, $2, 0f00000000;\n"
+            "div.rn.f32 q, $1, $2;\n"
+            "selp.f32 $0, q, 0f00000000, p; }")
+    return Float32(_asm(T.f32(), vals, text, "=f,f,f"))
+
+
+@dsl_user_op
 def tcgen05_fence_before_sync(*, loc=None, ip=None) -> None:
     """tcgen05.fence::before_thread_sync: make this thread's TMEM ld/st ordered before the
     mbarrier arrive that follows (PTX's rule for tcgen05 ops across threads)."""

@@ -25,11 +25,24 @@ MODE_CONFIG = {"fp8": {"intra": True}}
 def default_config(mode: str) -> dict:
     """The kernel options `launch` uses for `mode` unless told otherwise."""
     return {**DEFAULT_CONFIG, **MODE_CONFIG.get(mode, {})}
-_INT32_MAX = 2**31 - 1
+
+
+_GRID_YZ_MAX = 65535  # CUDA's limit on gridDim.y (heads) and gridDim.z (batch)
 
 
 def _dsl_available() -> bool:
     return importlib.util.find_spec("cutlass") is not None
+
+
+def shape_reason(b: int, h: int, s_q: int, s_kv: int) -> str:
+    """Why the kernel cannot take this problem size ("" if it can). Every offset past one row is
+    64-bit (kernel.py), so size alone never falls back; the grid has one CTA per (query tile,
+    head, batch element)."""
+    if s_q < 1 or s_kv < 1:
+        return "empty sequence"
+    if h > _GRID_YZ_MAX or b > _GRID_YZ_MAX:
+        return f"sm90 kernel launches one CTA per (head, batch): needs H, B <= {_GRID_YZ_MAX}, got H={h} B={b}"
+    return ""
 
 
 def is_supported(q, k, v, mode, fp4=None) -> tuple[bool, str]:
@@ -48,11 +61,9 @@ def is_supported(q, k, v, mode, fp4=None) -> tuple[bool, str]:
         return False, f"sm90 kernel supports head dim {HEAD_DIMS}, got {d}"
     if q.dtype not in (torch.bfloat16, torch.float16):
         return False, f"q must be bfloat16 or float16, got {q.dtype}"
-    if s_q < 1 or k.shape[1] < 1:
-        return False, "empty sequence"
-    s_pad = -(-max(s_q, k.shape[1]) // 128) * 128
-    if b * h * s_pad * (d + 8) > _INT32_MAX:
-        return False, "tensor too large for 32-bit kernel indexing"
+    why = shape_reason(b, h, s_q, k.shape[1])
+    if why:
+        return False, why
     if not _dsl_available():
         from .aot import find
 

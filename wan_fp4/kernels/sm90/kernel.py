@@ -102,16 +102,20 @@ class Sm90Attention:
         n_kb = (s_kv + 127) // 128
         sq_pad = n_qb * 128
         skv_pad = n_kb * 128
-        mQ = cute.make_tensor(p_q, cute.make_layout((sq_pad, d, (h, b)), stride=(d, 1, (sq_pad * d, h * sq_pad * d))))
-        mK = cute.make_tensor(p_k, cute.make_layout((skv_pad, d, (h, b)), stride=(d, 1, (skv_pad * d, h * skv_pad * d))))
+        # Strides beyond one row are Int64: B*S*H*D passes 2^31 at Wan 720p sizes from batch 6 on,
+        # so the batch (and head/row) offsets of every operand are computed in 64-bit arithmetic
+        # (host TMA descriptors and the kernel's O/LSE/scale addressing alike).
+        w = cutlass.Int64
+        mQ = cute.make_tensor(p_q, cute.make_layout((sq_pad, d, (h, b)), stride=(d, 1, (w(sq_pad) * d, w(h) * sq_pad * d))))
+        mK = cute.make_tensor(p_k, cute.make_layout((skv_pad, d, (h, b)), stride=(d, 1, (w(skv_pad) * d, w(h) * skv_pad * d))))
         mVt = cute.make_tensor(
-            p_vt, cute.make_layout((dv, skv_pad, (h, b)), stride=(skv_pad, 1, (dv * skv_pad, h * dv * skv_pad)))
+            p_vt, cute.make_layout((dv, skv_pad, (h, b)), stride=(skv_pad, 1, (w(dv) * skv_pad, w(h) * dv * skv_pad)))
         )
-        mO = cute.make_tensor(p_o, cute.make_layout((s_q, d, (h, b)), stride=(h * d, 1, (d, s_q * h * d))))
-        mL = cute.make_tensor(p_lse, cute.make_layout((s_q, (h, b)), stride=(1, (s_q, h * s_q))))
-        mSq = cute.make_tensor(p_sq, cute.make_layout((n_qb, (h, b)), stride=(1, (n_qb, h * n_qb))))
-        mSk = cute.make_tensor(p_sk, cute.make_layout((n_kb, (h, b)), stride=(1, (n_kb, h * n_kb))))
-        mSv = cute.make_tensor(p_sv, cute.make_layout((d, (h, b)), stride=(1, (d, h * d))))
+        mO = cute.make_tensor(p_o, cute.make_layout((s_q, d, (h, b)), stride=(w(h) * d, 1, (d, w(s_q) * h * d))))
+        mL = cute.make_tensor(p_lse, cute.make_layout((s_q, (h, b)), stride=(1, (w(s_q), w(h) * s_q))))
+        mSq = cute.make_tensor(p_sq, cute.make_layout((n_qb, (h, b)), stride=(1, (w(n_qb), w(h) * n_qb))))
+        mSk = cute.make_tensor(p_sk, cute.make_layout((n_kb, (h, b)), stride=(1, (w(n_kb), w(h) * n_kb))))
+        mSv = cute.make_tensor(p_sv, cute.make_layout((d, (h, b)), stride=(1, (d, w(h) * d))))
 
         kmaj = cute.nvgpu.OperandMajorMode.K
         mma_qk = sm90_utils.make_trivial_tiled_mma(F8, F8, kmaj, kmaj, Float32, (1, 1, 1), (WG_M, TILE_N))
