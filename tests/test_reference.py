@@ -230,3 +230,26 @@ def test_non_finite_inputs_are_an_error_not_a_saturated_code(mode, where, bad):
     {"q": q, "k": k, "v": v}[where][0, 5, 1, 3] = bad
     with pytest.raises(ValueError, match=f"{where} contains NaN or inf"):
         reference.attention(q, k, v, mode)
+
+
+# Huge but finite inputs: q * 1e8 or k * 1e30 turned 41-53% of direct-p outputs into NaN (its
+# bias fl(120 - 8 m) loses the 120 once |m| >> 2^19), and q, k * 1e19 overflow fp8's FP32 scores.
+@pytest.mark.parametrize("mode", ["fp8", "direct-p"])
+@pytest.mark.parametrize("q_mul, k_mul", [(1e8, 1.0), (1.0, 1e30), (1e19, 1e19)])
+def test_huge_scores_give_a_finite_answer_or_name_the_problem(mode, q_mul, k_mul):
+    q, k, v = (t.float() for t in _qkv(1, 200, 200, 2, 128, seed=19))
+    try:
+        out = reference.attention(q * q_mul, k * k_mul, v, mode)
+    except ValueError as exc:
+        assert mode in str(exc) and "q or k" in str(exc)
+    else:
+        assert torch.isfinite(out).all()
+
+
+def test_score_range_check_passes_large_ordinary_scores():
+    # Scores up to ~5,000 (natural units) are far inside direct-p's range: no false alarm, and the
+    # same output as fp8's up to its map (both near one-hot here).
+    q, k, v = (t.float() for t in _qkv(1, 200, 200, 2, 128, seed=20))
+    out = reference.attention(q * 30, k * 30, v, "direct-p")
+    assert torch.isfinite(out).all()
+    assert _rel(out, reference.attention(q * 30, k * 30, v, "fp8")) < 0.05

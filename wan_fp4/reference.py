@@ -23,6 +23,7 @@ from .modes import (
     FP4_SCALE_SHIFT,
     FP8_P_SCALE,
     LOG2_6,
+    MAX_SCORE_LOG2,
     NEAREST_POW2_BIAS,
     P_BLOCK,
     QK_SCALE_BLOCK,
@@ -144,6 +145,45 @@ def quantize_fp8(q, k, v) -> FP8Operands:
     return FP8Operands(q8, k8, v8, q_scale, k_scale, v_scale, k_mean)
 
 
+# Slack on the score bound: kernels sum q8 . k8 in FP32 or (Hopper's FP8 tensor cores) with less
+# precision, ~1e-4 relative; the bound must hold for their sums too.
+_SCORE_BOUND_SLACK = 1.01
+
+
+def check_score_range(mode: str, c: float, q8, q_scale, k8, k_scale) -> None:
+    """Raise ValueError if a score z = (q8 . k8) sq sk c of these FP8 operands can reach the
+    mode's limit (modes.MAX_SCORE_LOG2), where its FP32 arithmetic fails (direct-p: NaN rows).
+
+    Layout of the kernels' pre-pass: codes (B, H, S, D), scales (B, H, ceil(S / 128)); S may be
+    padded to whole blocks. The bound is Cauchy-Schwarz per head: the largest scaled code-row norm
+    of Q times that of K. First from the scales alone (a code row's norm is at most 448 sqrt(D)),
+    which clears ordinary inputs with one small reduction; the row norms are read only if needed.
+    """
+    limit = MAX_SCORE_LOG2[mode]
+    row_max = E4M3_MAX * math.sqrt(q8.shape[-1])
+    loose = (q_scale.double().amax(dim=-1) * k_scale.double().amax(dim=-1)).amax().item()
+    if loose * row_max * row_max * c * _SCORE_BOUND_SLACK < limit:
+        return
+    bound = (_scaled_row_norm_max(q8, q_scale) * _scaled_row_norm_max(k8, k_scale)).amax().item()
+    bound *= c * _SCORE_BOUND_SLACK
+    if bound >= limit:
+        raise ValueError(
+            f"{mode}: q . k * scale can reach {bound * LN2:.3g} for these q and k, beyond the "
+            f"{limit * LN2:.3g} (natural-log units) that {mode}'s FP32 arithmetic represents; q or k "
+            "is far outside attention's usual range"
+            + (": use mode='fp8' or 'bf16' for it" if mode == "direct-p" else ": rescale it"))
+
+
+def _scaled_row_norm_max(x8: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """max over tokens of ||x8 row|| * its block's scale, (B, H) float64; read in token chunks."""
+    out = torch.zeros(x8.shape[:2], dtype=torch.float64, device=x8.device)
+    per_row = scale.double().repeat_interleave(QK_SCALE_BLOCK, dim=-1)
+    for rows in _query_chunks(x8.shape[2]):
+        norms = torch.linalg.vector_norm(x8[:, :, rows].to(torch.float32), dim=-1).double()
+        out = torch.maximum(out, (norms * per_row[..., rows]).amax(dim=-1))
+    return out
+
+
 def direct_p_bytes(t: torch.Tensor) -> torch.Tensor:
     """The Direct-P E4M3 byte of t = fl(8 z + 120 - 8 m): clamp(rne(t), 0, 120) as uint8."""
     return torch.round(t.clamp(0.0, float(DIRECT_P_ONE))).to(torch.uint8)
@@ -152,6 +192,8 @@ def direct_p_bytes(t: torch.Tensor) -> torch.Tensor:
 def _fp8_attention(q, k, v, scale, direct_p):
     ops = quantize_fp8(q, k, v)
     c = log2_scale(scale)
+    check_score_range("direct-p" if direct_p else "fp8", c, _heads_first(ops.q8), ops.q_scale.transpose(1, 2),
+                      _heads_first(ops.k8), ops.k_scale.transpose(1, 2))
     q8, k8, v8 = (_heads_first(t).to(torch.float32) for t in (ops.q8, ops.k8, ops.v8))
     b, h, sq, _ = q8.shape
     skv = k8.shape[2]

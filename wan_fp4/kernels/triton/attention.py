@@ -90,8 +90,9 @@ def _tile(acc, l_i, m_i, q, q_hi, sq, c, k_base, v_base, ks_base, j, Skv, Skv_pa
     if MODE == 1:
         bias = 120.0 - 8.0 * m_new
         t = z * 8.0 + bias[:, None]
-        # clamp(rne(t), 0, 120): z <= m_new makes t <= 120 + (rounding of bias) < 120.5, so only
-        # the lower clamp is needed; clamping before rounding equals after (integer bounds).
+        # clamp(rne(t), 0, 120): z <= m_new makes t <= 120 + (rounding of bias) < 120.5 while
+        # |m| < 2^19 (triton_attention checks the score range before the launch), so only the
+        # lower clamp is needed; clamping before rounding equals after (integer bounds).
         t = tl.maximum(t, 0.0)
         # adding 1.5*2^23 rounds to the nearest even integer, which lands in the low mantissa
         # bits; the uint8 truncation keeps that byte: the E4M3 code of P
@@ -247,6 +248,7 @@ def triton_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mode: st
         raise ValueError(f"triton_attention cannot run this call: {why}")
     scale = default_scale(q.shape[-1]) if scale is None else float(scale)
     prep = prepare_fp8(q, k, v, backend="triton")
+    prep.check_score_range(mode, scale)
     out = torch.empty_like(q)
     if not return_lse:
         return attention_prepared(prep, mode, scale, out)
