@@ -1,11 +1,12 @@
 """The reference numerics (wan_fp4.reference) against closed forms and float64 attention."""
 import math
+import warnings
 
 import pytest
 import torch
 
 from wan_fp4 import formats, reference
-from wan_fp4.modes import AFFINE_WAN, FP4Params
+from wan_fp4.modes import AFFINE_WAN, FP4Params, FP4RangeWarning
 
 LOW_PRECISION = ("fp8", "direct-p", "direct-p-fp4")
 
@@ -176,8 +177,10 @@ def test_guard_rescues_large_logits():
     # (anchor max + M ln 2) brings them back in range.
     q, k, v = _qkv(1, 64, 256, 1, 128, seed=12, q_std=60.0)
     ref = _exact(q, k, v)[0]
-    shiftless = _rel(reference.attention(q, k, v, "direct-p-fp4"), ref)
-    guarded = _rel(reference.attention(q, k, v, "direct-p-fp4", fp4=FP4Params(guard_margin=110.0)), ref)
+    with pytest.warns(FP4RangeWarning, match="enable the large-logit guard"):
+        shiftless = _rel(reference.attention(q, k, v, "direct-p-fp4"), ref)
+    with pytest.warns(FP4RangeWarning, match="anchor keys missed"):  # rescued, but not every row
+        guarded = _rel(reference.attention(q, k, v, "direct-p-fp4", fp4=FP4Params(guard_margin=110.0)), ref)
     assert shiftless > 0.9  # nearly everything lost
     assert guarded < 0.75 * shiftless
 
@@ -253,3 +256,24 @@ def test_score_range_check_passes_large_ordinary_scores():
     out = reference.attention(q * 30, k * 30, v, "direct-p")
     assert torch.isfinite(out).all()
     assert _rel(out, reference.attention(q * 30, k * 30, v, "fp8")) < 0.05
+
+
+def _fp4_quiet(q, k, v, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FP4RangeWarning)
+        return reference.attention(q, k, v, "direct-p-fp4", **kw)
+
+
+def test_fp4_scales_at_the_e8m0_limit_warn():
+    # q, k * 8: every row's shiftless block exponents saturate at 127, and the output is wrong
+    # (cosine ~0.2 against exact attention). It used to be silent.
+    q, k, v = _qkv(1, 256, 256, 2, 64, seed=21)
+    with pytest.warns(FP4RangeWarning, match="enable the large-logit guard"):
+        out = reference.attention(q * 8, k * 8, v, "direct-p-fp4")
+    assert torch.nn.functional.cosine_similarity(out.double().flatten(), _exact(q * 8, k * 8, v)[0].flatten(),
+                                                 dim=0) < 0.5
+    _fp4_quiet(q, k, v)  # ordinary scores: silent
+    # every score ~ -200 (log2 units) below m: all block exponents clamp at -126, every code is 0
+    u = torch.nn.functional.normalize(torch.randn(1, 1, 1, 64, generator=torch.Generator().manual_seed(22)), dim=-1)
+    with pytest.warns(FP4RangeWarning):
+        reference.attention(-u.expand(1, 40, 2, 64) * 40, u.expand(1, 50, 2, 64) * 40, v[:, :50], "direct-p-fp4")

@@ -2,6 +2,7 @@
 
 Public API (DESIGN §1):
     wan_fp4.MODES                         the attention modes
+    wan_fp4.FP4RangeWarning               direct-p-fp4 scores left the P map's range (use the guard)
     wan_fp4.attention(q, k, v, mode)      fastest correct kernel for the device, (B, S, H, D) layout
     wan_fp4.kernel_for(q, mode)           which kernel attention() would use
     wan_fp4.reference                     the numerics contract (PyTorch, runs on CPU)
@@ -11,7 +12,7 @@ Public API (DESIGN §1):
 """
 from . import reference
 from .dispatch import attention, kernel_for
-from .modes import MODES, FP4Params
+from .modes import MODES, FP4Params, FP4RangeWarning
 
 # The diffusers integration. The kernels and the reference do not need diffusers (a bare GPU
 # image may lack it): without it only these names are unavailable, and say why when used.
@@ -30,5 +31,5 @@ except ModuleNotFoundError as _exc:
                               f"(pip install 'diffusers>=0.42,<0.43')") from _missing_diffusers
         raise AttributeError(f"module 'wan_fp4' has no attribute {name!r}")
 
-__all__ = ["MODES", "FP4Params", "attention", "kernel_for", "reference", "WanDirectPAttnProcessor",
+__all__ = ["MODES", "FP4Params", "FP4RangeWarning", "attention", "kernel_for", "reference", "WanDirectPAttnProcessor",
            "enable", "disable", "set_backend_mode", "backend_mode"]

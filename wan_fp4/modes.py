@@ -37,6 +37,10 @@ NVFP4_BLOCK = 16
 # The paper's stored-scale shift L: P's scales are published as 2^(e - L) so that 6 * 2^e cannot
 # overflow FP32 when a block exponent saturates; it cancels between P.V and the denominator.
 FP4_SCALE_SHIFT = 16
+# P block exponents e = u - 127 come from E8M0 bytes u clamped to [1, 254]. A row whose largest
+# block exponent sits at either end had scores beyond the map's range relative to its reference
+# m: its probabilities are clamped, and the output is wrong (FP4RangeWarning).
+P_EXP_MIN, P_EXP_MAX = -126, 127
 AFFINE_GENERIC = (1.50, 1.20)
 AFFINE_WAN = (1.60, 0.95)
 
@@ -52,6 +56,11 @@ class FP4Params:
 
     affine: tuple[float, float] = AFFINE_WAN
     guard_margin: float | None = None
+
+
+class FP4RangeWarning(RuntimeWarning):
+    """direct-p-fp4 clamped P block scales at the E8M0 limits (scores too large for the map).
+    `warnings.simplefilter("error", FP4RangeWarning)` turns it into an exception."""
 
 
 def check_mode(mode: str) -> str:

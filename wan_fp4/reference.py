@@ -11,6 +11,7 @@ without FP4 tensor cores. Inputs and output are (B, S, H, D), diffusers' layout.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -26,9 +27,12 @@ from .modes import (
     MAX_SCORE_LOG2,
     NEAREST_POW2_BIAS,
     P_BLOCK,
+    P_EXP_MAX,
+    P_EXP_MIN,
     QK_SCALE_BLOCK,
     TILE_N,
     FP4Params,
+    FP4RangeWarning,
     check_mode,
     default_scale,
 )
@@ -269,6 +273,19 @@ def anchor_indices(seq_len: int, count: int = 128) -> torch.Tensor:
     return torch.linspace(0, seq_len - 1, count).round().long().unique()
 
 
+def warn_if_p_scales_at_limit(rmax: torch.Tensor, guarded: bool) -> None:
+    """Warn (FP4RangeWarning) if any row's largest P block exponent `rmax` sits at the E8M0 limits:
+    its scores left the map's range relative to m, and its output is wrong. Saturation at the top
+    is what large logits do to the shiftless map."""
+    if not bool(((rmax >= P_EXP_MAX) | (rmax <= P_EXP_MIN)).any()):
+        return
+    advice = ("the guard's anchor keys missed larger scores; run these layers in fp8 or direct-p"
+              if guarded else "enable the large-logit guard for these layers (FP4Params(guard_margin=...), "
+              "or enable(..., guard_layers=..., guard_margin=...))")
+    warnings.warn("direct-p-fp4: some rows' P block scales hit the E8M0 limit (scores beyond the map's "
+                  f"range), so their outputs are wrong; {advice}", FP4RangeWarning, stacklevel=2)
+
+
 def _fp4_attention(q, k, v, scale, fp4):
     c = log2_scale(scale)
     q_hat = _heads_first(formats.nvfp4_quantize_qk(q).dequantize())
@@ -279,7 +296,7 @@ def _fp4_attention(q, k, v, scale, fp4):
     padded = v_unscaled.shape[2]
     anchors = anchor_indices(skv).to(q_hat.device)
     b, h, sq, _ = q_hat.shape
-    outs, lses = [], []
+    outs, lses, rmaxes = [], [], []
     for rows in _query_chunks(sq):
         qs = q_hat[:, :, rows]
         if fp4.guard_margin is None:
@@ -289,6 +306,7 @@ def _fp4_attention(q, k, v, scale, fp4):
             m = guard_reference(s_anchor, fp4.guard_margin)
         acc = torch.zeros(b, h, qs.shape[2], v.shape[-1], device=qs.device)
         l = torch.zeros(b, h, qs.shape[2], device=qs.device)
+        rmax = torch.full_like(l, float(P_EXP_MIN))  # each row's largest block exponent
         for start in range(0, padded, TILE_N):
             stop = min(start + TILE_N, padded)
             s = torch.full((b, h, qs.shape[2], stop - start), -math.inf, device=qs.device)
@@ -296,6 +314,7 @@ def _fp4_attention(q, k, v, scale, fp4):
             if real > 0:
                 s[..., :real] = torch.matmul(qs, k_hat[:, :, start : start + real].transpose(-1, -2))
             qcode, e = fp4_p_codes(s, m, c, fp4.affine)
+            rmax = torch.maximum(rmax, e.amax(dim=-1))
             # 2^(e - L) q: exact in FP32; the shift L cancels in O and keeps sums finite.
             p_unscaled = qcode * torch.exp2(e - FP4_SCALE_SHIFT).repeat_interleave(P_BLOCK, dim=-1)
             acc = acc + torch.matmul(p_unscaled, v_unscaled[:, :, start:stop])
@@ -305,11 +324,13 @@ def _fp4_attention(q, k, v, scale, fp4):
         denom = (6.0 * l).unsqueeze(-1)
         outs.append(torch.where(denom > 0, acc / torch.where(denom > 0, denom, 1.0), 0.0))
         lses.append(m.squeeze(-1) * scale + LN2 * (torch.log2(l / 6.0) + FP4_SCALE_SHIFT))
+        rmaxes.append(rmax)
     out = _seq_first(torch.cat(outs, dim=2))
     if not torch.isfinite(out).all():
         raise FloatingPointError(
             "direct-p-fp4: the represented probabilities overflowed FP32 (scores far above the "
             "shiftless map's E8M0 range); enable the large-logit guard (FP4Params(guard_margin=...))")
+    warn_if_p_scales_at_limit(torch.cat(rmaxes, dim=2), fp4.guard_margin is not None)
     return out, torch.cat(lses, dim=2)
 
 
