@@ -277,3 +277,14 @@ def test_fp4_scales_at_the_e8m0_limit_warn():
     u = torch.nn.functional.normalize(torch.randn(1, 1, 1, 64, generator=torch.Generator().manual_seed(22)), dim=-1)
     with pytest.warns(FP4RangeWarning):
         reference.attention(-u.expand(1, 40, 2, 64) * 40, u.expand(1, 50, 2, 64) * 40, v[:, :50], "direct-p-fp4")
+
+
+def test_score_constant_is_the_papers_fp32_literal_at_d128():
+    # The paper's kernel holds log2(e)/sqrt(128) as the FP32 literal 0.12751706, 25 ulps below the
+    # correctly rounded value; other head dims (and explicit scales) use fl(log2(e) * scale).
+    f32 = lambda x: torch.tensor(x, dtype=torch.float32)  # noqa: E731
+    c = reference.log2_scale(1 / math.sqrt(128))
+    assert c == f32(0.12751706).item()
+    assert (f32(math.log2(math.e) / math.sqrt(128)).view(torch.int32) - f32(c).view(torch.int32)).item() == 25
+    assert reference.log2_scale(1 / math.sqrt(64)) == f32(math.log2(math.e) / 8).item()
+    assert reference.log2_scale(0.05) == f32(math.log2(math.e) * 0.05).item()

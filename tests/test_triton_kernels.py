@@ -129,3 +129,18 @@ def test_huge_scores_raise_like_the_reference(q_mul, k_mul):
         tri.triton_attention(q * q_mul, k * k_mul, v, "direct-p")
     out = tri.triton_attention(q * q_mul, k * k_mul, v, "fp8")  # within fp8's range
     assert torch.isfinite(out).all()
+
+
+def test_kernel_takes_the_reference_score_constant(monkeypatch):
+    # c reaches the kernel as an FP32 scalar: it must be the reference's (the paper's literal at
+    # D = 128), not a separately rounded log2(e) * scale.
+    seen = []
+
+    class Spy:
+        def __getitem__(self, grid):
+            return lambda *args, **kw: seen.append(args[9])  # (q8, k8, v8t, 3 scales, k_mean, out, lse, c, ...)
+
+    monkeypatch.setattr(tri, "_attn_fwd_kernel", Spy())
+    q, k, v = _inputs(1, 130, 130, 1, 128, seed=6)
+    tri.triton_attention(q, k, v, "direct-p")
+    assert seen == [reference.log2_scale(1 / math.sqrt(128))]

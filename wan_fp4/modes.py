@@ -31,6 +31,11 @@ MAX_SCORE_LOG2 = {"fp8": 2.0**127, "direct-p": 2.0**19}
 
 # direct-p-fp4 (the paper's "fast" policy).
 LOG2_6 = 2.5849626  # fl32(log2 6), as the paper's kernel writes it
+# The score constant c = log2(e) / sqrt(128) as the paper's kernel holds it: this FP32 literal is
+# 25 ulps below the correctly rounded value (0.12751743); every mode uses it at the default scale
+# of D = 128 (reference.log2_scale), so our codes are the paper's.
+PAPER_LOG2E_RSQRT128 = 0.12751706
+NVFP4_INV_6 = 1.0 / 6.0  # NVFP4 base scale = fl(pair amax * fl32(1/6)), as the paper's quantiser
 NEAREST_POW2_BIAS = 0.41503751  # 1 - log2(1.5): floor(g + this) picks the nearest power of two
 NVFP4_SCALE_MULTIPLIERS = (0.25, 0.3125, 0.375, 0.4375, 0.5, 0.625, 0.75, 0.875, 1.0, 1.125, 1.25)
 NVFP4_BLOCK = 16

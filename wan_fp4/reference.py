@@ -29,6 +29,7 @@ from .modes import (
     P_BLOCK,
     P_EXP_MAX,
     P_EXP_MIN,
+    PAPER_LOG2E_RSQRT128,
     QK_SCALE_BLOCK,
     TILE_N,
     FP4Params,
@@ -74,7 +75,10 @@ def check_finite(q, k, v) -> None:
 
 
 def log2_scale(scale: float) -> float:
-    """c = fl(log2(e) * scale): the score-to-log2 factor every mode uses."""
+    """c, the score-to-log2 factor every mode uses: fl(log2(e) * scale), except at the default
+    scale of D = 128, where it is the paper's FP32 literal (modes.PAPER_LOG2E_RSQRT128)."""
+    if scale == default_scale(128):
+        return _f32(PAPER_LOG2E_RSQRT128)
     return _f32(math.log2(math.e) * scale)
 
 

@@ -22,7 +22,6 @@ difference is <= 1e-4.
 """
 from __future__ import annotations
 
-import math
 import os
 
 import torch
@@ -30,12 +29,12 @@ import triton
 import triton.language as tl
 
 from ...modes import TILE_M, TILE_N, check_mode, default_scale
+from ...reference import log2_scale
 from ..prepare import PreparedFP8, e4m3_rne_sat, prepare_fp8, triton_usable
 
 SUPPORTED_MODES = ("fp8", "direct-p")
 SUPPORTED_HEAD_DIMS = (64, 128)
 _MODE_ID = {"fp8": 0, "direct-p": 1}
-_LOG2E = math.log2(math.e)
 
 
 def _configs():
@@ -226,7 +225,7 @@ def attention_prepared(prep: PreparedFP8, mode: str, scale: float, out: torch.Te
     skv_pad = prep.k8.shape[2]
     if hw_cvt is None:
         hw_cvt = prep.q8.is_cuda
-    c = _LOG2E * scale  # rounded to FP32 when passed to the kernel: c = fl(log2(e) * scale)
+    c = log2_scale(scale)  # FP32-exact, so the kernel's FP32 argument is the reference's c
     grid = (sq_pad // TILE_M, B * H)
     _attn_fwd_kernel[grid](prep.q8, prep.k8, prep.v8t, prep.q_scale, prep.k_scale, prep.v_scale,
                            prep.k_mean, out, lse if write_lse else out, c, prep.seq_q,
