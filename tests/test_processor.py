@@ -174,6 +174,35 @@ def test_disable_restores_exactly(tiny_wan):
         disable(model)
 
 
+def test_disable_undoes_processors_set_by_hand(tiny_wan):
+    # set_attn_processor(WanDirectPAttnProcessor(...)) is the plain diffusers route; disable() used
+    # to answer "not enabled" there. It now puts the stock processor back, keeping the backend.
+    model = tiny_wan()
+    args, kw = inputs()
+    ref = run(model, args, kw)
+    proc = WanDirectPAttnProcessor("direct-p")
+    proc._attention_backend = AttentionBackendName._NATIVE_MATH  # one instance, set on every module
+    model.set_attn_processor(proc)
+    assert not torch.equal(run(model, args, kw), ref)
+    disable(model)
+    stock = list(model.attn_processors.values())
+    assert all(type(p) is WanAttnProcessor and p._attention_backend == "_native_math" for p in stock)
+    for p in stock:
+        p._attention_backend = None
+    assert torch.equal(run(model, args, kw), ref)
+    with pytest.raises(RuntimeError, match="not enabled"):
+        disable(model)
+
+
+def test_handle_repr_is_one_line(tiny_wan):
+    # The handle holds the pipeline: its default repr printed all of it (129-145 lines).
+    handle = enable(tiny_wan(), "fp8")
+    text = repr(handle)
+    assert "\n" not in text and len(text) < 120 and "fp8" in text
+    handle.disable()
+    assert "disabled" in repr(handle)
+
+
 def test_enable_validates_arguments(tiny_wan):
     model = tiny_wan()
     with pytest.raises(ValueError, match="mode must be one of"):

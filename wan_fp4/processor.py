@@ -153,7 +153,7 @@ def _is_wan_transformer(m) -> bool:
                     and isinstance(getattr(b, "attn2", None), WanAttention) for b in blocks))
 
 
-@dataclass
+@dataclass(repr=False)
 class Handle:
     """What enable() did, per transformer; `disable()` undoes it."""
 
@@ -191,6 +191,11 @@ class Handle:
             out[name] = {"mode": pol.mode, "bf16_steps": list(pol.bf16_steps), "layers": layers}
         out["calls"] = {f"{m} / {k}": n for (m, k), n in sorted(self.call_counts().items())}
         return out
+
+    def __repr__(self):
+        # one line: the default repr would print the whole pipeline (a notebook echoes it)
+        parts = [f"{name}: {pol.mode}, {pol.num_layers} layers" for name, _, pol, _ in self.transformers]
+        return f"<wan_fp4 handle {'; '.join(parts) if parts else 'disabled'}>"
 
     def disable(self) -> None:
         for _, transformer, _, saved in self.transformers:
@@ -244,10 +249,20 @@ def enable(pipe_or_transformer, mode: str = "direct-p", *, bf16_steps=(), bf16_l
 
 
 def disable(pipe_or_transformer) -> None:
-    """Undo enable(): the previous processors come back and the step hook goes away."""
+    """Undo enable(): the previous processors come back and the step hook goes away.
+
+    Processors set by hand (`set_attn_processor(WanDirectPAttnProcessor(...))`) become diffusers'
+    stock WanAttnProcessor again, keeping their attention backend and parallel config."""
     found = _wan_transformers(pipe_or_transformer)
     handles = {id(h): h for _, t in found if (h := getattr(t, _ATTR, None)) is not None}
-    if not handles:
-        raise RuntimeError("wan_fp4 is not enabled on this pipeline/transformer")
+    by_hand = [module for _, t in found if getattr(t, _ATTR, None) is None for block in t.blocks
+               for module in (block.attn1, block.attn2) if isinstance(module.processor, WanDirectPAttnProcessor)]
+    if not handles and not by_hand:
+        raise RuntimeError("wan_fp4 is not enabled on this pipeline/transformer (no WanDirectPAttnProcessor is set)")
     for h in handles.values():
         h.disable()
+    for module in by_hand:
+        stock = WanAttnProcessor()
+        stock._attention_backend = module.processor._attention_backend
+        stock._parallel_config = module.processor._parallel_config
+        module.set_processor(stock)
