@@ -66,6 +66,9 @@ def test_drift_cli_on_tiny_writes_consistent_report(tmp_path, capsys):
     assert data["command"] == "wan-fp4 " + " ".join(argv)
     env = data["environment"]
     assert env["device"] == "cpu" and env["torch_build"] == torch.__version__
+    # CPU run times are noise (the reference emulation, the machine's load): marked and left out
+    assert data["timings_meaningful"] is False
+    assert "time (s)" not in md and "Times are left out" in md
     assert env["diffusers"].startswith("0.42")
     s = data["settings"]
     assert (s["height"], s["width"], s["frames"], s["seed"]) == (32, 32, 5, 20260805)
@@ -112,3 +115,5 @@ def test_report_writes_nonfinite_as_null(tmp_path):
     assert data["runs"][0]["cosine"] is None and data["runs"][0]["rel_l2"] is None
     md = paths["md"].read_text()
     assert "**nan**" in md and "SMOKE" not in md  # a real model gets no smoke banner
+    report["environment"] = {**report["environment"], "device": "cuda:0"}  # GPU times are kept
+    assert "| time (s) |" in R.drift_markdown(report) and "| 0.10 |" in R.drift_markdown(report)

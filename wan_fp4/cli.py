@@ -226,6 +226,7 @@ def cmd_drift(args, parser, argv) -> int:
         "runs": D.results_as_dicts(results),
         "command": _command(argv),
         "environment": R.environment(device),
+        "timings_meaningful": R.timings_meaningful(device),
         "created": R.timestamp(),
     }
     paths = R.write_drift_report(report, args.out)
