@@ -91,9 +91,12 @@ def test_drift_cli_on_tiny_writes_consistent_report(tmp_path, capsys):
 
 
 def test_drift_cli_rejects_bad_lists(tmp_path, capsys):
-    for argv, message in ((["--modes", "bf16,int4"], "mode must be one of"),
-                          (["--steps", "1,x"], "comma-separated integers"),
-                          (["--steps", ","], "comma-separated list")):
+    # each error names the flag and the offending text, not a tuple repr
+    for argv, message in ((["--modes", "bf16,int4"], "argument --modes: unknown mode 'int4'"),
+                          (["--modes", "fp8,fp8"], "argument --modes: mode 'fp8' is listed twice"),
+                          (["--steps", "1,x"], "argument --steps: expected comma-separated positive integers, got '1,x'"),
+                          (["--steps", "4,0"], "argument --steps: expected comma-separated positive integers, got '4,0'"),
+                          (["--steps", ","], "argument --steps: expected a comma-separated list")):
         with pytest.raises(SystemExit) as exc:
             cli.main(["drift", *argv, "--out", str(tmp_path / "r")])
         assert exc.value.code == 2

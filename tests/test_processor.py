@@ -130,7 +130,8 @@ def test_bf16_calls_use_the_users_backend(tiny_wan, monkeypatch):
     model.set_attn_processor(proc)  # one instance on all four modules
     run(model, args, kw)
     assert len(calls) == 2  # the two cross-attention (bf16) calls; self-attention went to direct_p
-    assert proc.calls == Counter({("bf16", "diffusers:_native_math"): 2, ("direct-p", "reference"): 2})
+    assert proc.calls == Counter({("bf16", "diffusers:_native_math", "cross"): 2,
+                                  ("direct-p", "reference", "self"): 2})
     # bf16 mode with the "direct_p" backend set explicitly: our dispatcher, in mode bf16.
     seen = []
     monkeypatch.setattr(dispatch, "attention", lambda q, k, v, **a: seen.append(a["mode"]) or sdpa_like_native(q, k, v, **a))
