@@ -146,10 +146,13 @@ def check_score_range(gen):
     c = reference.log2_scale(default_scale(d))
     norm_q, norm_k = (t.float().norm(dim=-1).max().item() for t in (q, k))
     near = (0.9 * MAX_SCORE_LOG2["direct-p"] / (c * norm_q * norm_k)) ** 0.5  # |m| ~ 0.9 2^19
-    cases = [("q*1e8", 1e8, 1.0), ("k*1e30", 1.0, 1e30), (f"q,k*{near:.0f} (|m| < 2^19)", near, near)]
+    # (name, q factor, k factor, compare with the reference): the huge cases are one-hot attention
+    # with near-ties the tensor cores' accumulation may flip, so there only finiteness is checked
+    cases = [("q*1e8", 1e8, 1.0, False), ("k*1e30", 1.0, 1e30, False),
+             (f"q,k*{near:.0f} (|m| < 2^19)", near, near, True)]
     for kernel in ("sm90-cute", "triton"):
         for mode in sm90.MODES:
-            for name, qm, km in cases:
+            for name, qm, km, compare in cases:
                 args = ((q.float() * qm).bfloat16(), (k.float() * km).bfloat16(), v)
                 want, ref = _outcome(lambda: reference.attention(*args, mode))
                 got, out = _outcome(lambda: wan_fp4.attention(*args, mode, kernel=kernel))
@@ -157,9 +160,10 @@ def check_score_range(gen):
                     good = want == got == "error"
                     detail = f"reference: {want}, kernel: {got} ({(out if got == 'error' else '')[:60]})"
                 else:
+                    finite = bool(torch.isfinite(out).all())
                     rel, _ = _rel(out, ref)
-                    good = bool(torch.isfinite(out).all()) and rel < TOL
-                    detail = f"relL2 vs reference {rel:.3e}, finite {bool(torch.isfinite(out).all())}"
+                    good = finite and (rel < TOL or not compare)
+                    detail = f"finite {finite}, relL2 vs reference {rel:.3e}" + ("" if compare else " (not compared)")
                 ok &= good
                 print(f"{'ok  ' if good else 'FAIL'} score range {kernel:9s} {mode:8s} {name:24s} {detail}",
                       flush=True)
