@@ -283,7 +283,8 @@ def warn_if_p_scales_at_limit(rmax: torch.Tensor, guarded: bool) -> None:
     is what large logits do to the shiftless map."""
     if not bool(((rmax >= P_EXP_MAX) | (rmax <= P_EXP_MIN)).any()):
         return
-    advice = ("the guard's anchor keys missed larger scores; run these layers in fp8 or direct-p"
+    advice = ("the guard's anchor keys missed larger scores; raise guard_margin, or run these layers "
+              "in fp8 or direct-p"
               if guarded else "enable the large-logit guard for these layers (FP4Params(guard_margin=...), "
               "or enable(..., guard_layers=..., guard_margin=...))")
     warnings.warn("direct-p-fp4: some rows' P block scales hit the E8M0 limit (scores beyond the map's "
