@@ -7,6 +7,7 @@
    BF16 outputs rel L2 and fraction differing, LSE max abs diff. Shapes: B1 H3 S1000 D128 (Wan,
    generic and guard 110 affines), Sq 4097 vs Skv 512, B2 D64, and B1 H12 S7680 D128 on query
    rows 0:256 (full K/V). Codes and block exponents (debug output) vs reference.fp4_p_codes.
+   Scores beyond the map's range (q, k * 8) warn FP4RangeWarning on the kernel as on the reference.
 2. Timing, kernel only (operands prepared outside), triton.testing.do_bench median,
    TFLOP/s = 4 B H S^2 D / t, at B1 H12 S7680, B1 H12 S32760, B1 H40 S32760 D128; torch SDPA
    BF16 for context; a few launch configurations at S7680 while the time budget lasts.
@@ -125,6 +126,30 @@ def time_shape(b, s, h, d, results, configs):
     return rows
 
 
+def check_range_warning(results):
+    """Scores too large for the map (q, k * 8): the kernel warns FP4RangeWarning exactly when the
+    reference does (shiftless, and guarded with anchors that miss); ordinary inputs stay silent."""
+    import warnings
+
+    from wan_fp4.modes import FP4RangeWarning
+
+    q, k, v = inputs(1, 1000, 1000, 3, 128, seed=11)
+    rows = []
+    for name, mul, fp4 in (("q,k*8 shiftless", 8.0, FP4Params()), ("q,k*8 guard110", 8.0, FP4Params(guard_margin=110.0)),
+                           ("N(0,1) shiftless", 1.0, FP4Params())):
+        warned = []
+        for fn in (reference.attention, emu.fp4_emulation_attention):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", FP4RangeWarning)
+                fn(q * mul, k * mul, v, "direct-p-fp4", fp4=fp4)
+            warned.append(any(issubclass(w.category, FP4RangeWarning) for w in caught))
+        rows.append({"case": name, "reference_warns": warned[0], "kernel_warns": warned[1]})
+        print(f"[range] {name}: reference warns {warned[0]}, kernel warns {warned[1]}")
+    results["range_warning"] = rows
+    if any(r["reference_warns"] != r["kernel_warns"] for r in rows) or not rows[0]["kernel_warns"]:
+        raise AssertionError(f"FP4RangeWarning differs between kernel and reference: {rows}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "out"))
@@ -169,6 +194,7 @@ def main():
         ("B2 D64", lambda: check_case("B2 H3 Sq1000 Skv777 D64", (2, 1000, 777, 3, 64), wan, None, results)),
         ("S7680 slice", lambda: check_case("B1 H12 S7680 D128 rows 0:256", (1, 7680, 7680, 12, 128), wan,
                                            slice(0, 256), results)),
+        ("range warning", lambda: check_range_warning(results)),
         ("codes variants", lambda: [check_codes((1, 300, 333, 2, 128), None, results, ladder=False),
                                     check_codes((1, 300, 333, 2, 128), None, results, reshape=False)]),
     ]

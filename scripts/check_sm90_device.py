@@ -10,7 +10,9 @@
 check also compares the prebuilt (AOT, ctypes shim) kernel with the JIT one bit for bit (when the
 DSL is installed), and the pre-pass's kernel V^T layout with its definition (the torch gather).
 
-check: fresh N(0,1) BF16 inputs per shape; outputs poisoned with NaN before the launch; reference
+check: huge but finite scores (q * 1e8, k * 1e30) give the reference's clear error or a finite
+  output on the sm90 and Triton kernels, and inputs just inside direct-p's range still match.
+  Fresh N(0,1) BF16 inputs per shape; outputs poisoned with NaN before the launch; reference
   run in torch on the same GPU with TF32 off; prints relative L2 (||out - ref|| / ||ref||), max abs
   error and LSE error. Fails (exit 1) if any rel L2 > 1e-2 or any NaN.
 large: the batch whose output passes 2^31 elements (Wan2.1-14B 720p, batch 6): prints the kernel
@@ -126,12 +128,65 @@ def check_prebuilt_and_layout(gen):
     return ok
 
 
+def _outcome(fn):
+    """("error", message) for a ValueError, else ("out", output)."""
+    try:
+        return "out", fn()
+    except ValueError as exc:
+        return "error", str(exc)
+
+
+def check_score_range(gen):
+    """Huge but finite scores: every FP8 kernel gives a finite output or the reference's error
+    (direct-p's FP32 map holds only for row maxima |m| < 2^19, modes.MAX_SCORE_LOG2), and just
+    inside that range the kernels still match the reference."""
+    import wan_fp4
+    from wan_fp4.modes import MAX_SCORE_LOG2, default_scale
+
+    ok = True
+    d = 128
+    q, v = _rand(1, 1000, 2, d, gen), _rand(1, 1000, 2, d, gen)
+    # keys = queries: each row's largest score is its own key's, at the Cauchy-Schwarz bound, and far
+    # above the rest (no near-ties for the FP8 tensor cores' accumulation error to flip)
+    k = q.clone()
+    c = reference.log2_scale(default_scale(d))
+    norm_q, norm_k = (t.float().norm(dim=-1).max().item() for t in (q, k))
+    near = (0.9 * MAX_SCORE_LOG2["direct-p"] / (c * norm_q * norm_k)) ** 0.5  # |m| ~ 0.9 2^19
+    # (name, q factor, k factor, compare with the reference): the huge cases are one-hot attention
+    # with near-ties the tensor cores' accumulation may flip, so there only finiteness is checked
+    cases = [("q*1e8", 1e8, 1.0, False), ("k*1e30", 1.0, 1e30, False),
+             (f"q,k*{near:.0f} (|m| < 2^19)", near, near, True)]
+    for kernel in ("sm90-cute", "triton"):
+        for mode in sm90.MODES:
+            for name, qm, km, compare in cases:
+                args = ((q.float() * qm).bfloat16(), (k.float() * km).bfloat16(), v)
+                want, ref = _outcome(lambda: reference.attention(*args, mode))
+                got, out = _outcome(lambda: wan_fp4.attention(*args, mode, kernel=kernel))
+                if want == "error" or got == "error":
+                    good = want == got == "error"
+                    detail = f"reference: {want}, kernel: {got} ({(out if got == 'error' else '')[:60]})"
+                else:
+                    finite = bool(torch.isfinite(out).all())
+                    rel, _ = _rel(out, ref)
+                    good = finite and (rel < TOL or not compare)
+                    detail = f"finite {finite}, relL2 vs reference {rel:.3e}" + ("" if compare else " (not compared)")
+                ok &= good
+                print(f"{'ok  ' if good else 'FAIL'} score range {kernel:9s} {mode:8s} {name:24s} {detail}",
+                      flush=True)
+    return ok
+
+
 def do_check(configs):
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     gen = torch.Generator(device="cuda").manual_seed(20261130)
     accum_probe(gen)  # the FP8 tensor-core accumulation floor docs/NUMERICS.md cites
     ok = True
+    try:
+        ok &= check_score_range(gen)
+    except Exception as e:
+        print(f"FAIL score range: {type(e).__name__}: {e}", flush=True)
+        ok = False
     try:
         ok &= check_prebuilt_and_layout(gen)
     except Exception as e:

@@ -323,7 +323,7 @@ def main(argv=None):
         "policies": policy_rows, "mode_speed": mode_speed, "speed": speed,
         "command": "python scripts/drift_report.py " + shlex.join(argv),
         "environment": R.environment(device), "created": R.timestamp(),
-        "seconds": time.perf_counter() - started,
+        "seconds": time.perf_counter() - started, "timings_meaningful": R.timings_meaningful(device),
     }
     write(report, out_dir)
     print_summary(report, out_dir)
@@ -459,15 +459,22 @@ def markdown(report) -> str:
                      f"{_f(min(f['ssim_per_frame']))} |")
         L += ["", "![frames](frames.png)", ""]
     sp = report["speed"]
-    L += ["## Speed and drift per policy", "",
-          f"Transformer time of a {s['policy_steps']}-step run with CFG, modelled from forwards measured at this "
-          f"geometry ({sp['timing']}): BF16 steps cost a stock forward ({_f(sp['stock_forward_ms'])} ms, attention "
-          f"{_f(100 * sp['stock_attention_share'], 3)}% of it), the others the policy's forward. Drift: final latent of "
-          f"a run of the listed step count vs the control (`mode:` rows: the plain modes).", "",
-          "| policy | forward ms | speed-up vs stock | drift steps | cosine | rel. L2 |", "|---|---:|---:|---:|---:|---:|"]
+    timed = report["timings_meaningful"]
+    L += ["## Speed and drift per policy", ""]
+    if timed:
+        L += [f"Transformer time of a {s['policy_steps']}-step run with CFG, modelled from forwards measured at "
+              f"this geometry ({sp['timing']}): BF16 steps cost a stock forward ({_f(sp['stock_forward_ms'])} ms, "
+              f"attention {_f(100 * sp['stock_attention_share'], 3)}% of it), the others the policy's forward."]
+    else:
+        from wan_fp4.eval.report import CPU_TIMING_NOTE
+
+        L += [CPU_TIMING_NOTE]
+    L += [f"Drift: final latent of a run of the listed step count vs the control (`mode:` rows: the plain "
+          f"modes).", "", "| policy | forward ms | speed-up vs stock | drift steps | cosine | rel. L2 |",
+          "|---|---:|---:|---:|---:|---:|"]
     for r in report["mode_speed"] + report["policies"]:
-        L.append(f"| {r['policy']} | {_f(r.get('forward_ms'))} | {_f(r.get('speedup_vs_stock'), 3)} | {r.get('steps')} | "
-                 f"{_f(r.get('cosine'))} | {_f(r.get('rel_l2'))} |")
+        ms, up = (_f(r.get("forward_ms")), _f(r.get("speedup_vs_stock"), 3)) if timed else ("n/a", "n/a")
+        L.append(f"| {r['policy']} | {ms} | {up} | {r.get('steps')} | {_f(r.get('cosine'))} | {_f(r.get('rel_l2'))} |")
     L += ["", "![speed vs drift](policies.png)", "", "## Reproduce", "", "```", report["command"], "```", "",
           "Every number and the environment are in `report.json`.", ""]
     return "\n".join(L)
@@ -487,8 +494,11 @@ def write(report, out_dir: Path):
                             smoke=report["smoke_test"])
     if report["frames"]:
         plot_frames(report, out_dir / "frames.png")
+    title = f"wan-fp4 policies, model {report['model']['name']}"
+    if not report["timings_meaningful"]:
+        title += "\nCPU: the speed axis is the reference emulation's, not the modes' speed"
     P.plot_speed_vs_drift(report["mode_speed"] + report["policies"], out_dir / "policies.png",
-                          title=f"wan-fp4 policies, model {report['model']['name']}", smoke=report["smoke_test"])
+                          title=title, smoke=report["smoke_test"])
     (out_dir / "report.md").write_text(markdown(report))
     from wan_fp4.eval.latency import _clean
 
@@ -503,7 +513,12 @@ def print_summary(report, out_dir):
     for r in report["runs"]:
         print(f"{r['steps']:>5} {r['mode']:<14} {_f(r['cosine']):>12} {_f(r['rel_l2']):>10}")
     for r in report["mode_speed"] + report["policies"]:
-        print(f"policy {r['policy']:<40} speed-up {_f(r.get('speedup_vs_stock'), 3):>7}  rel-L2 {_f(r.get('rel_l2'))}")
+        up = _f(r.get("speedup_vs_stock"), 3) if report["timings_meaningful"] else "n/a"
+        print(f"policy {r['policy']:<40} speed-up {up:>7}  rel-L2 {_f(r.get('rel_l2'))}")
+    if not report["timings_meaningful"]:
+        from wan_fp4.eval.report import CPU_TIMING_NOTE
+
+        print(CPU_TIMING_NOTE)
 
 
 if __name__ == "__main__":

@@ -90,8 +90,26 @@ def test_model_set_attention_backend_routes_wan(tiny_wan, spy):
     assert 0 < ((out - ref).norm() / ref.norm()).item() < 0.01
     # diffusers' own set_attention_backend also moves the global backend; our helper does not.
     assert _AttentionBackendRegistry._active_backend == AttentionBackendName.NATIVE
-    model.set_attention_backend("direct_p")
-    assert _AttentionBackendRegistry._active_backend == DIRECT_P  # the leak we undo
+
+
+def test_diffusers_set_and_reset_leave_nothing_behind(tiny_wan, spy):
+    """model.set_attention_backend("direct_p") then reset_attention_backend() used to leave
+    diffusers' global backend at direct_p: a later "stock" run silently ran direct-p."""
+    model, other = tiny_wan(), tiny_wan(seed=1)
+    x, ehs = torch.randn(1, 16, 3, 8, 8), torch.randn(1, 16, 32)
+    run = lambda m: m(x, torch.tensor([500]), ehs, return_dict=False)[0]  # noqa: E731
+    with torch.no_grad():
+        ref, ref_other = run(model), run(other)
+        model.set_attention_backend("direct_p")
+        assert _AttentionBackendRegistry._active_backend == AttentionBackendName.NATIVE
+        assert not torch.equal(run(model), ref) and spy == ["direct-p"] * 4
+        assert torch.equal(run(other), ref_other)  # no leak into other models meanwhile
+        model.reset_attention_backend()
+        assert torch.equal(run(model), ref) and len(spy) == 4
+    assert _AttentionBackendRegistry._active_backend == AttentionBackendName.NATIVE
+    # other backends keep diffusers' behaviour
+    model.set_attention_backend("_native_math")
+    assert _AttentionBackendRegistry._active_backend == AttentionBackendName._NATIVE_MATH
 
 
 def test_context_manager_routes_and_restores(tiny_wan, spy):

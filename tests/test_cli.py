@@ -3,12 +3,13 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 from wan_fp4 import cli
-from wan_fp4.pipelines import build_tiny_pipeline, read_video
+from wan_fp4.pipelines import DEFAULTS_FILE, build_tiny_pipeline, read_video, write_defaults
 
 SMALL = ["--height", "32", "--width", "48", "--frames", "9", "--steps", "2"]
 
@@ -28,12 +29,16 @@ def test_generate_writes_mp4_in_process(tmp_path, capsys, mode):
     frames = read_video(out)
     assert frames.shape == (9, 32, 48, 3)
     assert frames.std() > 0  # not a blank video
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
     assert f"mode {mode} ran on kernel" in printed
     assert "smoke model, not a video model" in printed
-    if mode == "direct-p":  # CPU: low-precision self-attention runs the reference, cross stays bf16
-        assert "mode direct-p ran on kernel reference" in printed
-        assert "mode bf16 ran on kernel" in printed
+    assert "resolved: 32x48, 9 frames, 2 steps; height, width, frames, steps from flags" in printed
+    assert "VAE decode" in captured.err  # the decode has its own progress bar
+    # cross-attention stays bf16 by default: its calls say so
+    assert "cross-attention in mode bf16 ran on kernel diffusers:native" in printed
+    if mode == "direct-p":  # CPU: low-precision self-attention runs the reference
+        assert "self-attention in mode direct-p ran on kernel reference" in printed
 
 
 def test_generate_console_script(tmp_path):
@@ -60,6 +65,55 @@ def test_generate_from_local_directory(tmp_path, capsys):
     assert read_video(out).shape == (9, 32, 48, 3)
     printed = capsys.readouterr().out
     assert "local diffusers Wan pipeline" in printed and "smoke model" not in printed
+
+
+def test_local_directory_defaults_come_from_the_model_or_are_named(tmp_path, capsys, monkeypatch):
+    # A saved tiny pipeline used to get 480x832, 81 frames and 50 steps without a word.
+    model = tmp_path / "model"
+    build_tiny_pipeline(dtype=torch.bfloat16).save_pretrained(model)
+    monkeypatch.setattr(cli, "_device", lambda *a: pytest.skip("stop before loading"))
+    with pytest.raises(pytest.skip.Exception):
+        cli.main(["generate", "--prompt", "a dog", "--model", str(model), "--out", str(tmp_path / "v.mp4")])
+    printed = capsys.readouterr().out
+    assert "resolved: 480x832, 81 frames, 50 steps; height, width, frames, steps from real Wan2.1 defaults" in printed
+    assert f"has no {DEFAULTS_FILE}" in printed
+    write_defaults(model, height=32, width=48, frames=5, steps=2)
+    with pytest.raises(pytest.skip.Exception):
+        cli.main(["generate", "--prompt", "a dog", "--model", str(model), "--steps", "3", "--out", str(tmp_path / "v.mp4")])
+    printed = capsys.readouterr().out
+    assert f"resolved: 32x48, 5 frames, 3 steps; height, width, frames from {model / DEFAULTS_FILE}; steps from flags" \
+        in printed
+    (model / DEFAULTS_FILE).write_text('{"height": 40}')
+    err = _usage_error(capsys, ["generate", "--prompt", "x", "--model", str(model), "--out", str(tmp_path / "v.mp4")])
+    assert "--model" in err and DEFAULTS_FILE in err and "height must be a positive multiple of 16" in err
+
+
+@pytest.mark.parametrize("value", ["-1", "nan"])
+def test_generate_rejects_bad_guidance(tmp_path, capsys, value):
+    err = _usage_error(capsys, ["generate", "--prompt", "x", "--guidance", value, "--out", str(tmp_path / "v.mp4")])
+    assert "--guidance" in err and value in err
+
+
+NO_HEAVY_IMPORTS = r"""
+import sys
+from wan_fp4 import cli
+try:
+    cli.main(sys.argv[1:])
+except SystemExit:
+    pass
+print("heavy:", sorted(m for m in ("torch", "diffusers", "transformers") if m in sys.modules))
+"""
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["generate", "--help"], ["drift", "--steps", "0", "--out", "d"],
+                                  ["generate", "--prompt", "x", "--guidance", "-1", "--out", "v.mp4"],
+                                  ["generate", "--prompt", "x", "--height", "40", "--out", "v.mp4"],
+                                  ["generate", "--prompt", "x", "--attention", "int4", "--out", "v.mp4"]])
+def test_help_and_argument_errors_import_nothing_heavy(argv):
+    # They took 5-10 s, all of it importing torch and diffusers.
+    proc = subprocess.run([sys.executable, "-c", NO_HEAVY_IMPORTS, *argv], capture_output=True, text=True,
+                          timeout=120, cwd=Path(__file__).resolve().parents[1])
+    assert proc.stdout.strip().endswith("heavy: []"), proc.stdout + proc.stderr
 
 
 def test_generate_bad_model_path(tmp_path, capsys):

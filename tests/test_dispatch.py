@@ -140,3 +140,15 @@ def test_exact_lse_chunks_are_bounded_and_exact(monkeypatch):
     want = torch.logsumexp(torch.einsum("bqhd,bkhd->bhqk", q, k) * 0.125, dim=-1)
     monkeypatch.setattr(dispatch, "_LSE_CHUNK_ELEMENTS", 2 * 3 * 257 * 7)  # 7-row chunks
     torch.testing.assert_close(dispatch._lse_exact(q, k, 0.125), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["direct-p", "bf16"])
+def test_backward_says_inference_only(mode):
+    # torch's raw "no autograd formula was registered" used to be the only answer
+    q, k, v = (t.float().requires_grad_() for t in _qkv())
+    out = wan_fp4.attention(q, k, v, mode)
+    with pytest.raises(NotImplementedError, match="inference-only"):
+        out.sum().backward()
+    out, lse = wan_fp4.attention(q, k, v, mode, return_lse=True)
+    with pytest.raises(NotImplementedError, match="inference-only"):
+        lse.sum().backward()

@@ -66,6 +66,9 @@ def test_drift_cli_on_tiny_writes_consistent_report(tmp_path, capsys):
     assert data["command"] == "wan-fp4 " + " ".join(argv)
     env = data["environment"]
     assert env["device"] == "cpu" and env["torch_build"] == torch.__version__
+    # CPU run times are noise (the reference emulation, the machine's load): marked and left out
+    assert data["timings_meaningful"] is False
+    assert "time (s)" not in md and "Times are left out" in md
     assert env["diffusers"].startswith("0.42")
     s = data["settings"]
     assert (s["height"], s["width"], s["frames"], s["seed"]) == (32, 32, 5, 20260805)
@@ -88,9 +91,12 @@ def test_drift_cli_on_tiny_writes_consistent_report(tmp_path, capsys):
 
 
 def test_drift_cli_rejects_bad_lists(tmp_path, capsys):
-    for argv, message in ((["--modes", "bf16,int4"], "mode must be one of"),
-                          (["--steps", "1,x"], "comma-separated integers"),
-                          (["--steps", ","], "comma-separated list")):
+    # each error names the flag and the offending text, not a tuple repr
+    for argv, message in ((["--modes", "bf16,int4"], "argument --modes: unknown mode 'int4'"),
+                          (["--modes", "fp8,fp8"], "argument --modes: mode 'fp8' is listed twice"),
+                          (["--steps", "1,x"], "argument --steps: expected comma-separated positive integers, got '1,x'"),
+                          (["--steps", "4,0"], "argument --steps: expected comma-separated positive integers, got '4,0'"),
+                          (["--steps", ","], "argument --steps: expected a comma-separated list")):
         with pytest.raises(SystemExit) as exc:
             cli.main(["drift", *argv, "--out", str(tmp_path / "r")])
         assert exc.value.code == 2
@@ -112,3 +118,5 @@ def test_report_writes_nonfinite_as_null(tmp_path):
     assert data["runs"][0]["cosine"] is None and data["runs"][0]["rel_l2"] is None
     md = paths["md"].read_text()
     assert "**nan**" in md and "SMOKE" not in md  # a real model gets no smoke banner
+    report["environment"] = {**report["environment"], "device": "cuda:0"}  # GPU times are kept
+    assert "| time (s) |" in R.drift_markdown(report) and "| 0.10 |" in R.drift_markdown(report)

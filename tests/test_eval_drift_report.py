@@ -38,6 +38,9 @@ def test_tiny_report_has_every_part_and_the_label(tmp_path):
     (pol,) = d["policies"]
     assert pol["policy"] == "direct-p+bf16-first-last" and pol["speedup_vs_stock"] > 0 and pol["rel_l2"] > 0
     assert "mode:direct-p" in d["speed"]["policies"]
+    # CPU timings are measured (the code path runs) but marked and not shown as speed figures
+    assert d["timings_meaningful"] is False and "Times are left out" in md
+    assert f"| {pol['policy']} | n/a | n/a |" in md
 
 
 def test_bad_arguments_name_the_flag(tmp_path, capsys):

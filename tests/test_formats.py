@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from wan_fp4 import formats
+from wan_fp4.modes import NVFP4_SCALE_MULTIPLIERS
 
 
 def _e4m3_value(byte: int) -> float:
@@ -114,10 +115,11 @@ def test_e8m0_decode_and_nearest_power_of_two():
 def _nvfp4_brute_force(group: list[float]):
     """One 32-value group the slow way: (scale, reconstruction)."""
     thresholds = formats.NVFP4_THRESHOLDS
-    base = max(abs(v) for v in group) / 6.0
+    f32 = lambda x: torch.tensor(x, dtype=torch.float32)  # noqa: E731
+    base = f32(max(abs(v) for v in group)) * f32(1 / 6)  # the paper's FP32 arithmetic
     best = None
-    for m in (0.25, 0.3125, 0.375, 0.4375, 0.5, 0.625, 0.75, 0.875, 1.0, 1.125, 1.25):
-        scale = formats.e4m3_round(torch.tensor([base * m], dtype=torch.float32)).item()
+    for m in NVFP4_SCALE_MULTIPLIERS:
+        scale = formats.e4m3_round((base * m).reshape(1)).item()
         recon = []
         for v in group:
             q = abs(v) / scale if scale > 0 else 0.0
@@ -145,6 +147,18 @@ def test_nvfp4_paired_blocks_match_brute_force(head_dim):
             scale, recon = _nvfp4_brute_force(xf[row, idx].tolist())
             assert formats.e4m3_decode(t.scales[row, j:j + 1]).item() == scale
             assert deq[row, idx].tolist() == pytest.approx(recon, abs=0, rel=0)
+
+
+def test_nvfp4_scale_is_a_candidate_of_the_papers_base():
+    # The paper's quantiser (arXiv 2609.04105) takes base = fl(pair amax * fl32(1/6)); a correctly
+    # rounded amax / 6 differs in the last bit for about a third of the amaxes and moves ~0.1% of
+    # the chosen scale bytes (here ~130 of 131,072 pairs) off the paper's candidates.
+    x = torch.randn(4096, 8, 128, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16).float()
+    got = formats.nvfp4_quantize_qk(x).scales  # (4096, 8, 4)
+    paired = x.unflatten(-1, (2, 4, 16)).transpose(-3, -2).flatten(-2)
+    base = paired.abs().amax(dim=-1) * torch.tensor(1 / 6, dtype=torch.float32)
+    candidates = torch.stack([formats.e4m3_encode(base * m) for m in NVFP4_SCALE_MULTIPLIERS], dim=-1)
+    assert (candidates == got.unsqueeze(-1)).any(dim=-1).all()
 
 
 def test_nvfp4_zero_group_is_zero():

@@ -18,6 +18,7 @@ ulp) and at most 1% of them differ. LSE: 1e-4 absolute (log2 of sums that agree 
 import importlib
 import math
 import os
+import warnings
 
 os.environ["TRITON_INTERPRET"] = "1"
 
@@ -28,7 +29,7 @@ triton = pytest.importorskip("triton", reason="triton is not installed: the emul
 import triton.language as tl  # noqa: E402
 
 from wan_fp4 import formats, reference  # noqa: E402
-from wan_fp4.modes import AFFINE_GENERIC, AFFINE_WAN, FP4Params  # noqa: E402
+from wan_fp4.modes import AFFINE_GENERIC, AFFINE_WAN, FP4Params, FP4RangeWarning  # noqa: E402
 from wan_fp4.kernels import emulation as emu  # noqa: E402
 from wan_fp4.kernels.emulation import fp4_kernel  # noqa: E402
 
@@ -204,3 +205,16 @@ def test_rejects_bad_arguments():
     assert not ok and "CUDA" in why
     ok, why = emu.is_supported(q, k, v, "direct-p")
     assert not ok and "direct-p" in why
+
+
+@pytest.mark.parametrize("fp4", [FP4Params(), FP4Params(guard_margin=110.0)], ids=["shiftless", "guard"])
+def test_scales_at_the_e8m0_limit_warn_like_reference(fp4):
+    """Scores too large for the map (q, k * 8, D 64; with the guard the anchors miss them): the
+    kernel reports the clamped block scales, as the reference does; ordinary scores stay silent."""
+    q, k, v = _inputs(1, 130, 256, 1, 64, seed=3)
+    for fn in (reference.attention, emu.fp4_emulation_attention):
+        with pytest.warns(FP4RangeWarning):
+            fn(q * 8, k * 8, v, "direct-p-fp4", fp4=fp4)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FP4RangeWarning)
+            fn(q, k, v, "direct-p-fp4", fp4=fp4)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from wan_fp4.pipelines import (MODELS, ModelError, ModelSpec, build_tiny_pipeline, export_video, load_pipeline,
-                               model_info, read_video, register_model)
+                               model_info, read_video, register_model, write_defaults)
 from wan_fp4.pipelines.tiny import TINY_HEAD_DIM
 
 RUN = dict(prompt="a cat dances", negative_prompt="blurry", height=32, width=48, num_frames=5,
@@ -125,6 +125,25 @@ def test_load_pipeline_rejects_non_wan_directories(tmp_path, saved_tiny):
         load_pipeline("", "cpu")
     info = model_info(str(saved_tiny))
     assert not info.synthetic and str(saved_tiny) in info.description
+
+
+def test_local_directory_defaults_file(tmp_path, saved_tiny):
+    # a saved pipeline carries the command line's defaults in wan_fp4_defaults.json, checked on both ends
+    model = tmp_path / "copy"
+    model.mkdir()
+    (model / "model_index.json").write_text((saved_tiny / "model_index.json").read_text())
+    assert model_info(str(model)).defaults == {}
+    write_defaults(model, height=64, width=64, frames=17, steps=8)
+    info = model_info(str(model))
+    assert info.defaults == {"height": 64, "width": 64, "frames": 17, "steps": 8}
+    assert info.defaults_source == str(model / "wan_fp4_defaults.json")
+    for bad, message in (({"fps": 8}, "unknown keys"), ({"steps": 0}, "positive integer"),
+                         ({"frames": 6}, "must be 4k")):
+        with pytest.raises(ModelError, match=message):
+            write_defaults(model, **bad)
+    (model / "wan_fp4_defaults.json").write_text("[64]")
+    with pytest.raises(ModelError, match="JSON object"):
+        model_info(str(model))
 
 
 def test_registry_hook_for_other_builders():

@@ -130,7 +130,8 @@ def test_bf16_calls_use_the_users_backend(tiny_wan, monkeypatch):
     model.set_attn_processor(proc)  # one instance on all four modules
     run(model, args, kw)
     assert len(calls) == 2  # the two cross-attention (bf16) calls; self-attention went to direct_p
-    assert proc.calls == Counter({("bf16", "diffusers:_native_math"): 2, ("direct-p", "reference"): 2})
+    assert proc.calls == Counter({("bf16", "diffusers:_native_math", "cross"): 2,
+                                  ("direct-p", "reference", "self"): 2})
     # bf16 mode with the "direct_p" backend set explicitly: our dispatcher, in mode bf16.
     seen = []
     monkeypatch.setattr(dispatch, "attention", lambda q, k, v, **a: seen.append(a["mode"]) or sdpa_like_native(q, k, v, **a))
@@ -172,6 +173,35 @@ def test_disable_restores_exactly(tiny_wan):
     assert torch.equal(run(model, args, kw), ref)
     with pytest.raises(RuntimeError, match="not enabled"):
         disable(model)
+
+
+def test_disable_undoes_processors_set_by_hand(tiny_wan):
+    # set_attn_processor(WanDirectPAttnProcessor(...)) is the plain diffusers route; disable() used
+    # to answer "not enabled" there. It now puts the stock processor back, keeping the backend.
+    model = tiny_wan()
+    args, kw = inputs()
+    ref = run(model, args, kw)
+    proc = WanDirectPAttnProcessor("direct-p")
+    proc._attention_backend = AttentionBackendName._NATIVE_MATH  # one instance, set on every module
+    model.set_attn_processor(proc)
+    assert not torch.equal(run(model, args, kw), ref)
+    disable(model)
+    stock = list(model.attn_processors.values())
+    assert all(type(p) is WanAttnProcessor and p._attention_backend == "_native_math" for p in stock)
+    for p in stock:
+        p._attention_backend = None
+    assert torch.equal(run(model, args, kw), ref)
+    with pytest.raises(RuntimeError, match="not enabled"):
+        disable(model)
+
+
+def test_handle_repr_is_one_line(tiny_wan):
+    # The handle holds the pipeline: its default repr printed all of it (129-145 lines).
+    handle = enable(tiny_wan(), "fp8")
+    text = repr(handle)
+    assert "\n" not in text and len(text) < 120 and "fp8" in text
+    handle.disable()
+    assert "disabled" in repr(handle)
 
 
 def test_enable_validates_arguments(tiny_wan):

@@ -1,11 +1,12 @@
 """The reference numerics (wan_fp4.reference) against closed forms and float64 attention."""
 import math
+import warnings
 
 import pytest
 import torch
 
 from wan_fp4 import formats, reference
-from wan_fp4.modes import AFFINE_WAN, FP4Params
+from wan_fp4.modes import AFFINE_WAN, FP4Params, FP4RangeWarning
 
 LOW_PRECISION = ("fp8", "direct-p", "direct-p-fp4")
 
@@ -176,8 +177,10 @@ def test_guard_rescues_large_logits():
     # (anchor max + M ln 2) brings them back in range.
     q, k, v = _qkv(1, 64, 256, 1, 128, seed=12, q_std=60.0)
     ref = _exact(q, k, v)[0]
-    shiftless = _rel(reference.attention(q, k, v, "direct-p-fp4"), ref)
-    guarded = _rel(reference.attention(q, k, v, "direct-p-fp4", fp4=FP4Params(guard_margin=110.0)), ref)
+    with pytest.warns(FP4RangeWarning, match="enable the large-logit guard"):
+        shiftless = _rel(reference.attention(q, k, v, "direct-p-fp4"), ref)
+    with pytest.warns(FP4RangeWarning, match="anchor keys missed"):  # rescued, but not every row
+        guarded = _rel(reference.attention(q, k, v, "direct-p-fp4", fp4=FP4Params(guard_margin=110.0)), ref)
     assert shiftless > 0.9  # nearly everything lost
     assert guarded < 0.75 * shiftless
 
@@ -230,3 +233,58 @@ def test_non_finite_inputs_are_an_error_not_a_saturated_code(mode, where, bad):
     {"q": q, "k": k, "v": v}[where][0, 5, 1, 3] = bad
     with pytest.raises(ValueError, match=f"{where} contains NaN or inf"):
         reference.attention(q, k, v, mode)
+
+
+# Huge but finite inputs: q * 1e8 or k * 1e30 turned 41-53% of direct-p outputs into NaN (its
+# bias fl(120 - 8 m) loses the 120 once |m| >> 2^19), and q, k * 1e19 overflow fp8's FP32 scores.
+@pytest.mark.parametrize("mode", ["fp8", "direct-p"])
+@pytest.mark.parametrize("q_mul, k_mul", [(1e8, 1.0), (1.0, 1e30), (1e19, 1e19)])
+def test_huge_scores_give_a_finite_answer_or_name_the_problem(mode, q_mul, k_mul):
+    q, k, v = (t.float() for t in _qkv(1, 200, 200, 2, 128, seed=19))
+    try:
+        out = reference.attention(q * q_mul, k * k_mul, v, mode)
+    except ValueError as exc:
+        assert mode in str(exc) and "q or k" in str(exc)
+    else:
+        assert torch.isfinite(out).all()
+
+
+def test_score_range_check_passes_large_ordinary_scores():
+    # Scores up to ~5,000 (natural units) are far inside direct-p's range: no false alarm, and the
+    # same output as fp8's up to its map (both near one-hot here).
+    q, k, v = (t.float() for t in _qkv(1, 200, 200, 2, 128, seed=20))
+    out = reference.attention(q * 30, k * 30, v, "direct-p")
+    assert torch.isfinite(out).all()
+    assert _rel(out, reference.attention(q * 30, k * 30, v, "fp8")) < 0.05
+
+
+def _fp4_quiet(q, k, v, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FP4RangeWarning)
+        return reference.attention(q, k, v, "direct-p-fp4", **kw)
+
+
+def test_fp4_scales_at_the_e8m0_limit_warn():
+    # q, k * 8: every row's shiftless block exponents saturate at 127, and the output is wrong
+    # (cosine ~0.2 against exact attention). It used to be silent.
+    q, k, v = _qkv(1, 256, 256, 2, 64, seed=21)
+    with pytest.warns(FP4RangeWarning, match="enable the large-logit guard"):
+        out = reference.attention(q * 8, k * 8, v, "direct-p-fp4")
+    assert torch.nn.functional.cosine_similarity(out.double().flatten(), _exact(q * 8, k * 8, v)[0].flatten(),
+                                                 dim=0) < 0.5
+    _fp4_quiet(q, k, v)  # ordinary scores: silent
+    # every score ~ -200 (log2 units) below m: all block exponents clamp at -126, every code is 0
+    u = torch.nn.functional.normalize(torch.randn(1, 1, 1, 64, generator=torch.Generator().manual_seed(22)), dim=-1)
+    with pytest.warns(FP4RangeWarning):
+        reference.attention(-u.expand(1, 40, 2, 64) * 40, u.expand(1, 50, 2, 64) * 40, v[:, :50], "direct-p-fp4")
+
+
+def test_score_constant_is_the_papers_fp32_literal_at_d128():
+    # The paper's kernel holds log2(e)/sqrt(128) as the FP32 literal 0.12751706, 25 ulps below the
+    # correctly rounded value; other head dims (and explicit scales) use fl(log2(e) * scale).
+    f32 = lambda x: torch.tensor(x, dtype=torch.float32)  # noqa: E731
+    c = reference.log2_scale(1 / math.sqrt(128))
+    assert c == f32(0.12751706).item()
+    assert (f32(math.log2(math.e) / math.sqrt(128)).view(torch.int32) - f32(c).view(torch.int32)).item() == 25
+    assert reference.log2_scale(1 / math.sqrt(64)) == f32(math.log2(math.e) / 8).item()
+    assert reference.log2_scale(0.05) == f32(math.log2(math.e) * 0.05).item()

@@ -306,3 +306,14 @@ def test_aot_prebuilt_manifest_matches_kernel_sources():
             assert aot.PREBUILT.check(name) is None, f"run `{rebuild}`"
             for ext in (".h", ".o"):
                 assert (aot.PREBUILT.directory / f"{name}{ext}").is_file(), f"run `{rebuild}`"
+
+
+def test_huge_scores_raise_before_the_launch(monkeypatch):
+    """sm90_attention checks the score range on the pre-pass's operands, as the reference does,
+    before launching (the kernel's direct-p map assumes |m| < 2^19)."""
+    monkeypatch.setattr(sm90, "is_supported", lambda *a, **kw: (True, ""))
+    monkeypatch.setattr(sm90, "launch", lambda *a, **kw: pytest.fail("launched"))
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 130, 1, 64, generator=g) for _ in range(3))
+    with pytest.raises(ValueError, match="direct-p: q . k"):
+        sm90.sm90_attention(q * 1e8, k, v, "direct-p")

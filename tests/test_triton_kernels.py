@@ -117,3 +117,30 @@ def test_unsupported_inputs_are_refused_with_a_reason():
     ok, why = tri.is_supported(q, k[:, :, :, :32], v, "fp8")
     assert not ok and "shapes" in why
     assert tri.is_supported(q, k, v, "fp8") == (True, "")
+
+
+@pytest.mark.parametrize("q_mul, k_mul", [(1e8, 1.0), (1.0, 1e30)])
+def test_huge_scores_raise_like_the_reference(q_mul, k_mul):
+    # Without the range check these inputs gave NaN rows (direct-p's bias loses its 120).
+    q, k, v = (t.float() for t in _inputs(1, 130, 130, 1, 64, seed=5))
+    with pytest.raises(ValueError, match="direct-p: q . k"):
+        reference.attention(q * q_mul, k * k_mul, v, "direct-p")
+    with pytest.raises(ValueError, match="direct-p: q . k"):
+        tri.triton_attention(q * q_mul, k * k_mul, v, "direct-p")
+    out = tri.triton_attention(q * q_mul, k * k_mul, v, "fp8")  # within fp8's range
+    assert torch.isfinite(out).all()
+
+
+def test_kernel_takes_the_reference_score_constant(monkeypatch):
+    # c reaches the kernel as an FP32 scalar: it must be the reference's (the paper's literal at
+    # D = 128), not a separately rounded log2(e) * scale.
+    seen = []
+
+    class Spy:
+        def __getitem__(self, grid):
+            return lambda *args, **kw: seen.append(args[9])  # (q8, k8, v8t, 3 scales, k_mean, out, lse, c, ...)
+
+    monkeypatch.setattr(tri, "_attn_fwd_kernel", Spy())
+    q, k, v = _inputs(1, 130, 130, 1, 128, seed=6)
+    tri.triton_attention(q, k, v, "direct-p")
+    assert seen == [reference.log2_scale(1 / math.sqrt(128))]

@@ -19,7 +19,11 @@ layout; the op is inference-only (its backward raises).
 
 diffusers' `ModelMixin.set_attention_backend` also sets the *global* active backend, which then
 leaks into every other model (VAE, text encoder, other pipelines) and survives
-`reset_attention_backend()`. `set_attention_backend(model, ...)` below does the per-model part only.
+`reset_attention_backend()`: a later "stock" run would silently keep using direct-p. So for
+`"direct_p"` this module makes `model.set_attention_backend` per-model (the processors only, the
+global stays), and `model.reset_attention_backend()` then leaves nothing behind. Other backends
+keep diffusers' behaviour; `set_attention_backend(model, backend)` below is the per-model form
+for any backend.
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ from dataclasses import dataclass
 
 import diffusers
 import torch
+from diffusers.models import ModelMixin
 from diffusers.models import attention_dispatch as _ad
 
 from . import dispatch
@@ -47,7 +52,8 @@ _REQUIRED = {
 
 
 def _check_diffusers_internals() -> None:
-    missing = []
+    missing = [] if callable(getattr(ModelMixin, "set_attention_backend", None)) else [
+        "ModelMixin.set_attention_backend"]
     for name, attrs in _REQUIRED.items():
         obj = getattr(_ad, name, None)
         if obj is None:
@@ -180,6 +186,29 @@ if DIRECT_P not in _ad._AttentionBackendRegistry._backends:
         _direct_p_attention)
 
 
+def _per_model_for_direct_p(diffusers_set):
+    """ModelMixin.set_attention_backend, except that "direct_p" goes to the model's processors
+    only and leaves diffusers' process-wide active backend as it was."""
+
+    @functools.wraps(diffusers_set)
+    def set_attention_backend(self, backend):
+        if not (isinstance(backend, str) and backend.lower() == BACKEND_NAME):
+            return diffusers_set(self, backend)
+        registry = _ad._AttentionBackendRegistry
+        previous = registry._active_backend
+        try:
+            return diffusers_set(self, backend)
+        finally:
+            registry.set_active_backend(previous)
+
+    set_attention_backend._wan_fp4_wraps = diffusers_set
+    return set_attention_backend
+
+
+if not hasattr(ModelMixin.set_attention_backend, "_wan_fp4_wraps"):  # once, even if reloaded
+    ModelMixin.set_attention_backend = _per_model_for_direct_p(ModelMixin.set_attention_backend)
+
+
 # --------------------------------------------------------------------------- helpers
 def is_direct_p(backend) -> bool:
     """Whether a processor's `_attention_backend` (None = diffusers' active backend) is ours."""
@@ -190,7 +219,8 @@ def is_direct_p(backend) -> bool:
 
 def set_attention_backend(model, backend: str = BACKEND_NAME) -> None:
     """`model.set_attention_backend(backend)` without diffusers' side effect of also changing the
-    process-wide active backend (which would reroute the VAE, text encoder and other models)."""
+    process-wide active backend (which would reroute the VAE, text encoder and other models), for
+    any backend ("direct_p" is per-model already)."""
     registry = _ad._AttentionBackendRegistry
     previous = registry._active_backend
     try:

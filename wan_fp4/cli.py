@@ -6,17 +6,23 @@
 
 Nothing is ever downloaded: --model is a registered name (`tiny`, the embedded smoke model, is the
 default) or a local diffusers Wan2.1 directory.
+
+Nothing heavy is imported before the arguments are checked: `--help` and argument errors cost no
+torch or diffusers import.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
 import os
 import shlex
 import sys
 from pathlib import Path
 
 # Defaults for real Wan2.1 checkpoints: the pipeline's own for generate, DESIGN §6 for drift.
-# A registered model may override them (the tiny model uses small geometry so it runs in seconds).
+# A model may override them: a registered one in its ModelSpec (the tiny model uses small geometry
+# so it runs in seconds), a local directory in its wan_fp4_defaults.json (pipelines.write_defaults).
 GENERATE_DEFAULTS = {"height": 480, "width": 832, "frames": 81, "steps": 50}
 DRIFT_DEFAULTS = {"height": 512, "width": 768, "frames": 17}
 DTYPES = ("bfloat16", "float16", "float32")
@@ -33,6 +39,38 @@ def _csv(kind):
             raise argparse.ArgumentTypeError(f"expected a comma-separated list of {kind}, got {text!r}")
         return items
     return parse
+
+
+def _mode_list(text):
+    from .modes import MODES
+
+    modes = _csv("modes")(text)
+    for mode in modes:
+        if mode not in MODES:
+            raise argparse.ArgumentTypeError(f"unknown mode {mode!r}; modes: {', '.join(MODES)}")
+        if modes.count(mode) > 1:
+            raise argparse.ArgumentTypeError(f"mode {mode!r} is listed twice")
+    return modes
+
+
+def _step_list(text):
+    steps = []
+    for item in _csv("step counts")(text):
+        try:
+            steps.append(_positive_int(item))
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}") from None
+    return steps
+
+
+def _guidance(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0 (1 or less turns guidance off), got {text}")
+    return value
 
 
 def _positive_int(text):
@@ -53,10 +91,11 @@ def _add_common(p, *, modes_help):
                         "embedded smoke model with random weights)")
     p.add_argument("--prompt", help="text prompt")
     p.add_argument("--negative-prompt", default="", help="negative prompt (default: empty)")
-    p.add_argument("--height", type=int, help="pixels, multiple of 16 (default: per model; tiny 64)")
-    p.add_argument("--width", type=int, help="pixels, multiple of 16 (default: per model; tiny 64)")
-    p.add_argument("--frames", type=int, help="frame count, 4k+1 (default: per model; tiny 17)")
-    p.add_argument("--guidance", type=float, default=5.0, help="classifier-free guidance scale (default 5.0)")
+    p.add_argument("--height", type=int, help="pixels, multiple of 16 (default: the model's; tiny 64)")
+    p.add_argument("--width", type=int, help="pixels, multiple of 16 (default: the model's; tiny 64)")
+    p.add_argument("--frames", type=int, help="frame count, 4k+1 (default: the model's; tiny 17)")
+    p.add_argument("--guidance", type=_guidance, default=5.0,
+                   help="classifier-free guidance scale, >= 0 (default 5.0)")
     p.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
     p.add_argument("--dtype", choices=DTYPES, default="bfloat16",
                    help="transformer and text-encoder dtype; the VAE stays float32 (default bfloat16)")
@@ -83,9 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("drift", help="latent drift of each mode against the BF16 control (DESIGN §6)")
     _add_common(d, modes_help="Each step count is a separate run from the same seed.")
-    d.add_argument("--modes", type=_csv("modes"), default=list(MODES),
+    d.add_argument("--modes", type=_mode_list, default=list(MODES),
                    help=f"comma-separated modes (default {','.join(MODES)})")
-    d.add_argument("--steps", type=_csv("step counts"), default=["1", "4", "20"],
+    d.add_argument("--steps", type=_step_list, default=[1, 4, 20],
                    help="comma-separated step counts, one run each (default 1,4,20)")
     d.add_argument("--seed", type=int, default=None, help="random seed (default 20260805)")
     d.add_argument("--out", required=True, help="output directory for drift.json, drift.md, drift.png")
@@ -112,23 +151,41 @@ def _device(args, parser):
     return device
 
 
+def _check_geometry_flags(args, parser):
+    """The geometry flags that were given, before anything heavy is imported."""
+    from .geometry import check_geometry
+
+    try:
+        check_geometry(args.height, args.width, args.frames)
+    except ValueError as exc:
+        parser.error(f"--{exc}")
+
+
 def _resolve(args, parser, base_defaults):
-    """Model info plus geometry/steps, each from the flag, else the model's default, else the base."""
-    from .eval.drift import check_geometry
+    """Model info plus geometry/steps, each from the flag, else the model's default, else the base
+    (real Wan2.1 checkpoints'); prints what was resolved and where each value came from."""
     from .pipelines import ModelError, model_info
 
     try:
         info = model_info(args.model)
     except ModelError as exc:
         parser.error(f"--model: {exc}")
-    defaults = {**base_defaults, **{k: v for k, v in info.defaults.items() if k in base_defaults}}
-    for key, value in defaults.items():
-        if getattr(args, key, None) is None:
-            setattr(args, key, value)
-    try:
-        check_geometry(args.height, args.width, args.frames)
-    except ValueError as exc:
-        parser.error(f"--{str(exc)}")
+    source = {}
+    for key, base in base_defaults.items():
+        if getattr(args, key, None) is not None:
+            source[key] = "flags"
+        elif key in info.defaults:
+            setattr(args, key, info.defaults[key])
+            source[key] = info.defaults_source
+        else:
+            setattr(args, key, base)
+            source[key] = f"real Wan2.1 defaults ({info.defaults_source})"
+    by_source = {}
+    for key, where in source.items():
+        by_source.setdefault(where, []).append(key)
+    steps = f", {args.steps} steps" if "steps" in base_defaults else ""
+    print(f"resolved: {args.height}x{args.width}, {args.frames} frames{steps}; "
+          + "; ".join(f"{', '.join(keys)} from {where}" for where, keys in by_source.items()), flush=True)
     return info
 
 
@@ -139,6 +196,34 @@ def _load(args, info, device):
 
     print(f"model: {info.name} ({info.description})", flush=True)
     return load_pipeline(args.model, device, getattr(torch, args.dtype))
+
+
+@contextlib.contextmanager
+def _vae_decode_progress(vae):
+    """A progress bar over the VAE decoder's calls, one per latent frame: the pipeline's own bar
+    ends with the last denoising step, and decoding many frames on a CPU takes minutes."""
+    from tqdm.auto import tqdm
+
+    if not (hasattr(vae, "post_quant_conv") and hasattr(vae, "decoder")):
+        yield
+        return
+    bar = []
+
+    def start(module, inputs):  # post_quant_conv sees the whole latent (B, C, T, H, W)
+        bar.append(tqdm(total=inputs[0].shape[2], desc="VAE decode", unit="latent frame"))
+
+    def advance(module, inputs):
+        if bar:
+            bar[-1].update()
+
+    hooks = [vae.post_quant_conv.register_forward_pre_hook(start), vae.decoder.register_forward_pre_hook(advance)]
+    try:
+        yield
+    finally:
+        for hook in hooks:
+            hook.remove()
+        for b in bar:
+            b.close()
 
 
 def _smoke_note(info):
@@ -153,11 +238,7 @@ def _command(argv):
 
 # --------------------------------------------------------------------------- generate
 def cmd_generate(args, parser, argv) -> int:
-    import torch
-
-    from . import processor
     from .modes import MODES
-    from .pipelines import export_video, read_video
 
     if args.attention not in MODES:
         parser.error(f"--attention must be one of {', '.join(MODES)}, got {args.attention!r}")
@@ -166,20 +247,27 @@ def cmd_generate(args, parser, argv) -> int:
     if Path(args.out).suffix.lower() not in VIDEO_SUFFIXES:
         # checked before the run: a bad path must not cost a whole generation
         parser.error(f"--out must be a video file ({', '.join(VIDEO_SUFFIXES)}), got {args.out!r}")
-    device = _device(args, parser)
+    _check_geometry_flags(args, parser)
     info = _resolve(args, parser, GENERATE_DEFAULTS)
+    device = _device(args, parser)
+    import torch
+
+    from . import processor
+    from .pipelines import export_video, read_video
+
     pipe = _load(args, info, device)
     handle = processor.enable(pipe, mode=args.attention, cross_attention=args.cross_attention)
     try:
-        video = pipe(prompt=args.prompt, negative_prompt=args.negative_prompt, height=args.height,
-                     width=args.width, num_frames=args.frames, num_inference_steps=args.steps,
-                     guidance_scale=args.guidance, generator=torch.Generator("cpu").manual_seed(args.seed),
-                     output_type="np").frames[0]
-        calls = handle.call_counts()
+        with _vae_decode_progress(pipe.vae):
+            video = pipe(prompt=args.prompt, negative_prompt=args.negative_prompt, height=args.height,
+                         width=args.width, num_frames=args.frames, num_inference_steps=args.steps,
+                         guidance_scale=args.guidance, generator=torch.Generator("cpu").manual_seed(args.seed),
+                         output_type="np").frames[0]
+        calls = handle.call_counts(by_kind=True)
     finally:
         processor.disable(pipe)
-    for (mode, kernel), n in sorted(calls.items()):
-        print(f"attention: mode {mode} ran on kernel {kernel} ({n} calls)")
+    for (mode, kernel, kind), n in sorted(calls.items(), key=lambda item: (item[0][2] != "self", item[0])):
+        print(f"attention: {kind}-attention in mode {mode} ran on kernel {kernel} ({n} calls)")
     path = export_video(video, args.out, fps=args.fps)
     frames = read_video(path)  # read back: what a player will see
     if frames.shape[0] != args.frames or frames.shape[1:3] != (args.height, args.width):
@@ -192,17 +280,14 @@ def cmd_generate(args, parser, argv) -> int:
 
 # --------------------------------------------------------------------------- drift
 def cmd_drift(args, parser, argv) -> int:
+    _check_geometry_flags(args, parser)
+    info = _resolve(args, parser, DRIFT_DEFAULTS)
     from .eval import drift as D
     from .eval import report as R
 
-    try:
-        steps = tuple(int(s) for s in args.steps)
-    except ValueError:
-        parser.error(f"--steps must be comma-separated integers, got {','.join(args.steps)!r}")
     device = _device(args, parser)
-    info = _resolve(args, parser, DRIFT_DEFAULTS)
     try:
-        cfg = D.DriftConfig(modes=tuple(args.modes), steps=steps,
+        cfg = D.DriftConfig(modes=tuple(args.modes), steps=tuple(args.steps),
                             prompt=args.prompt if args.prompt else D.DEFAULT_PROMPT,
                             negative_prompt=args.negative_prompt,
                             seed=D.DEFAULT_SEED if args.seed is None else args.seed, guidance=args.guidance,
@@ -226,6 +311,7 @@ def cmd_drift(args, parser, argv) -> int:
         "runs": D.results_as_dicts(results),
         "command": _command(argv),
         "environment": R.environment(device),
+        "timings_meaningful": R.timings_meaningful(device),
         "created": R.timestamp(),
     }
     paths = R.write_drift_report(report, args.out)

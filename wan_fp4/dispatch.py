@@ -242,3 +242,14 @@ def _attention_lse_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mode: s
 def _(q, k, v, mode, kernel, scale, a, b, guard):
     bsz, sq, h, _ = q.shape
     return q.new_empty(q.shape), q.new_empty((bsz, h, sq), dtype=torch.float32)
+
+
+def _no_backward(ctx, *grads):
+    raise NotImplementedError(
+        "wan_fp4.attention is inference-only: its kernels have no backward pass, in any mode. Run it "
+        "under torch.no_grad() / torch.inference_mode(); for training use the model's stock attention "
+        "(wan_fp4.disable(pipe)).")
+
+
+_attention_op.register_autograd(_no_backward)
+_attention_lse_op.register_autograd(_no_backward)

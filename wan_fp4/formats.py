@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .modes import E4M3_MAX, NVFP4_BLOCK, NVFP4_SCALE_MULTIPLIERS, P_BLOCK
+from .modes import E4M3_MAX, NVFP4_BLOCK, NVFP4_INV_6, NVFP4_SCALE_MULTIPLIERS, P_BLOCK
 
 E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 # Ties of E2M1 round-to-nearest-even: at .25, 1.25, 2.5 and 5 the even code is below, at .75,
@@ -124,9 +124,11 @@ def nvfp4_quantize_qk(x: torch.Tensor) -> NVFP4Tensor:
     """NVFP4 with paired-block scales chosen by minimum squared error (DESIGN §3, direct-p-fp4).
 
     For each pair of 16-value blocks (block j and block j + Dp/32, the same place in the two
-    halves of D), base = amax/6 and the candidates are E4M3(base * m) for the multipliers in
-    modes.NVFP4_SCALE_MULTIPLIERS; codes count the thresholds strictly below |x|/scale; the first
-    candidate with strictly smaller squared error wins. A zero scale encodes code 0.
+    halves of D), base = fl(amax * fl32(1/6)) (the paper's arithmetic, not amax / 6) and the
+    candidates are E4M3(base * m) for the multipliers in modes.NVFP4_SCALE_MULTIPLIERS; codes
+    count the thresholds strictly below |x|/scale; the first candidate with strictly smaller
+    squared error wins, the error summed in float64 (exact, so order-free). A zero scale encodes
+    code 0.
     """
     if x.dim() < 1:
         raise ValueError("nvfp4_quantize_qk: x must have a head dimension")
@@ -140,7 +142,7 @@ def nvfp4_quantize_qk(x: torch.Tensor) -> NVFP4Tensor:
     # (..., 2, groups, 16) -> (..., groups, 32): the two blocks that share a scale side by side.
     paired = xf.unflatten(-1, (2, groups, NVFP4_BLOCK)).transpose(-3, -2).flatten(-2)
     mag = paired.abs()
-    base = mag.amax(dim=-1, keepdim=True) / 6.0
+    base = mag.amax(dim=-1, keepdim=True) * torch.tensor(NVFP4_INV_6, dtype=torch.float32)
 
     best_err = None
     best_scale = None

@@ -23,14 +23,29 @@ FP8_P_SCALE = 256.0  # fp8 mode feeds E4M3(256 * p) to the PV product
 DIRECT_P_SLOPE = 8.0
 DIRECT_P_ONE = 120  # the E4M3 byte of 256.0
 
+# The largest |score| z = s * scale * log2(e) (log2 units) each FP8 mode's FP32 arithmetic takes.
+# direct-p: t = fma(s, 8 qk, fl(120 - 8 m)) is within 3/8 of a byte of 8 (z - m) + 120 only while
+# |m| < 2^19; beyond, the rounding of 8 m swallows the 120 and whole rows can round to byte 0
+# (0 / 0 = NaN). fp8: z itself must stay finite. Inputs past these raise instead.
+MAX_SCORE_LOG2 = {"fp8": 2.0**127, "direct-p": 2.0**19}
+
 # direct-p-fp4 (the paper's "fast" policy).
 LOG2_6 = 2.5849626  # fl32(log2 6), as the paper's kernel writes it
+# The score constant c = log2(e) / sqrt(128) as the paper's kernel holds it: this FP32 literal is
+# 25 ulps below the correctly rounded value (0.12751743); every mode uses it at the default scale
+# of D = 128 (reference.log2_scale), so our codes are the paper's.
+PAPER_LOG2E_RSQRT128 = 0.12751706
+NVFP4_INV_6 = 1.0 / 6.0  # NVFP4 base scale = fl(pair amax * fl32(1/6)), as the paper's quantiser
 NEAREST_POW2_BIAS = 0.41503751  # 1 - log2(1.5): floor(g + this) picks the nearest power of two
 NVFP4_SCALE_MULTIPLIERS = (0.25, 0.3125, 0.375, 0.4375, 0.5, 0.625, 0.75, 0.875, 1.0, 1.125, 1.25)
 NVFP4_BLOCK = 16
 # The paper's stored-scale shift L: P's scales are published as 2^(e - L) so that 6 * 2^e cannot
 # overflow FP32 when a block exponent saturates; it cancels between P.V and the denominator.
 FP4_SCALE_SHIFT = 16
+# P block exponents e = u - 127 come from E8M0 bytes u clamped to [1, 254]. A row whose largest
+# block exponent sits at either end had scores beyond the map's range relative to its reference
+# m: its probabilities are clamped, and the output is wrong (FP4RangeWarning).
+P_EXP_MIN, P_EXP_MAX = -126, 127
 AFFINE_GENERIC = (1.50, 1.20)
 AFFINE_WAN = (1.60, 0.95)
 
@@ -46,6 +61,11 @@ class FP4Params:
 
     affine: tuple[float, float] = AFFINE_WAN
     guard_margin: float | None = None
+
+
+class FP4RangeWarning(RuntimeWarning):
+    """direct-p-fp4 clamped P block scales at the E8M0 limits (scores too large for the map).
+    `warnings.simplefilter("error", FP4RangeWarning)` turns it into an exception."""
 
 
 def check_mode(mode: str) -> str:

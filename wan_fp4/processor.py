@@ -54,7 +54,7 @@ def _routed_dispatch(query, key, value, attn_mask=None, dropout_p=0.0, is_causal
             backend=DIRECT_P, parallel_config=parallel_config)
         kernel = "direct_p"
     if not torch.compiler.is_compiling():  # counting would make dynamo guard on every count
-        route.processor._record(route.mode, kernel, query, key, value, user_backend)
+        route.processor._record(route.mode, kernel, query, key, value, user_backend, route.is_cross)
     return out
 
 
@@ -78,8 +78,8 @@ class _Route:
     """Passed as `self` to diffusers' WanAttnProcessor.__call__, which reads only
     `self._attention_backend` (handed on to _routed_dispatch) and `self._parallel_config`."""
 
-    def __init__(self, processor, mode, fp4):
-        self.processor, self.mode, self.fp4 = processor, mode, fp4
+    def __init__(self, processor, mode, fp4, is_cross):
+        self.processor, self.mode, self.fp4, self.is_cross = processor, mode, fp4, is_cross
         self._attention_backend = self
         self._parallel_config = processor._parallel_config
 
@@ -93,7 +93,8 @@ class WanDirectPAttnProcessor(WanAttnProcessor):
     fp4: FP4Params for direct-p-fp4. layer_idx: this module's block index (policies need it).
     policy: a wan_fp4.policy.Policy deciding the mode per call (layers, steps, cross-attention);
       when given, `mode` is not used. `enable()` builds one.
-    `calls` counts attention calls per (mode, kernel) in eager mode (not while compiled).
+    `calls` counts attention calls per (mode, kernel, "self" | "cross") in eager mode (not while
+    compiled).
     """
 
     def __init__(self, mode: str = "direct-p", *, fp4: FP4Params | None = None, layer_idx: int | None = None,
@@ -116,17 +117,18 @@ class WanDirectPAttnProcessor(WanAttnProcessor):
 
     def __call__(self, attn: WanAttention, hidden_states, encoder_hidden_states=None, attention_mask=None,
                  rotary_emb=None):
-        mode, fp4 = self.mode_for(encoder_hidden_states is not None)
-        return _WAN_CALL(_Route(self, mode, fp4), attn, hidden_states, encoder_hidden_states, attention_mask,
-                         rotary_emb)
+        is_cross = encoder_hidden_states is not None
+        mode, fp4 = self.mode_for(is_cross)
+        return _WAN_CALL(_Route(self, mode, fp4, is_cross), attn, hidden_states, encoder_hidden_states,
+                         attention_mask, rotary_emb)
 
-    def _record(self, mode, kernel, q, k, v, user_backend):
+    def _record(self, mode, kernel, q, k, v, user_backend, is_cross):
         if kernel is None:
             name = user_backend or _AttentionBackendRegistry._active_backend
             kernel = "diffusers:" + AttentionBackendName(name).value
         else:
             kernel = dispatch.kernel_for(q, mode, k, v)
-        self.calls[(mode, kernel)] += 1
+        self.calls[(mode, kernel, "cross" if is_cross else "self")] += 1
 
     def __repr__(self):
         return (f"WanDirectPAttnProcessor(mode={self.mode!r}, layer_idx={self.layer_idx}, "
@@ -153,7 +155,7 @@ def _is_wan_transformer(m) -> bool:
                     and isinstance(getattr(b, "attn2", None), WanAttention) for b in blocks))
 
 
-@dataclass
+@dataclass(repr=False)
 class Handle:
     """What enable() did, per transformer; `disable()` undoes it."""
 
@@ -165,12 +167,14 @@ class Handle:
             for module in saved:
                 yield module.processor
 
-    def call_counts(self) -> Counter:
-        """Attention calls per (mode, kernel) since enable() or reset_counts(); eager calls only."""
+    def call_counts(self, by_kind: bool = False) -> Counter:
+        """Attention calls per (mode, kernel) since enable() or reset_counts(); eager calls only.
+        by_kind: per (mode, kernel, "self" | "cross") instead."""
         total = Counter()
         for proc in self.processors():
             if isinstance(proc, WanDirectPAttnProcessor):
-                total.update(proc.calls)
+                for (mode, kernel, kind), n in proc.calls.items():
+                    total[(mode, kernel, kind) if by_kind else (mode, kernel)] += n
         return total
 
     def reset_counts(self) -> None:
@@ -191,6 +195,11 @@ class Handle:
             out[name] = {"mode": pol.mode, "bf16_steps": list(pol.bf16_steps), "layers": layers}
         out["calls"] = {f"{m} / {k}": n for (m, k), n in sorted(self.call_counts().items())}
         return out
+
+    def __repr__(self):
+        # one line: the default repr would print the whole pipeline (a notebook echoes it)
+        parts = [f"{name}: {pol.mode}, {pol.num_layers} layers" for name, _, pol, _ in self.transformers]
+        return f"<wan_fp4 handle {'; '.join(parts) if parts else 'disabled'}>"
 
     def disable(self) -> None:
         for _, transformer, _, saved in self.transformers:
@@ -244,10 +253,20 @@ def enable(pipe_or_transformer, mode: str = "direct-p", *, bf16_steps=(), bf16_l
 
 
 def disable(pipe_or_transformer) -> None:
-    """Undo enable(): the previous processors come back and the step hook goes away."""
+    """Undo enable(): the previous processors come back and the step hook goes away.
+
+    Processors set by hand (`set_attn_processor(WanDirectPAttnProcessor(...))`) become diffusers'
+    stock WanAttnProcessor again, keeping their attention backend and parallel config."""
     found = _wan_transformers(pipe_or_transformer)
     handles = {id(h): h for _, t in found if (h := getattr(t, _ATTR, None)) is not None}
-    if not handles:
-        raise RuntimeError("wan_fp4 is not enabled on this pipeline/transformer")
+    by_hand = [module for _, t in found if getattr(t, _ATTR, None) is None for block in t.blocks
+               for module in (block.attn1, block.attn2) if isinstance(module.processor, WanDirectPAttnProcessor)]
+    if not handles and not by_hand:
+        raise RuntimeError("wan_fp4 is not enabled on this pipeline/transformer (no WanDirectPAttnProcessor is set)")
     for h in handles.values():
         h.disable()
+    for module in by_hand:
+        stock = WanAttnProcessor()
+        stock._attention_backend = module.processor._attention_backend
+        stock._parallel_config = module.processor._parallel_config
+        module.set_processor(stock)

@@ -11,6 +11,7 @@ without FP4 tensor cores. Inputs and output are (B, S, H, D), diffusers' layout.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -23,11 +24,16 @@ from .modes import (
     FP4_SCALE_SHIFT,
     FP8_P_SCALE,
     LOG2_6,
+    MAX_SCORE_LOG2,
     NEAREST_POW2_BIAS,
     P_BLOCK,
+    P_EXP_MAX,
+    P_EXP_MIN,
+    PAPER_LOG2E_RSQRT128,
     QK_SCALE_BLOCK,
     TILE_N,
     FP4Params,
+    FP4RangeWarning,
     check_mode,
     default_scale,
 )
@@ -69,7 +75,10 @@ def check_finite(q, k, v) -> None:
 
 
 def log2_scale(scale: float) -> float:
-    """c = fl(log2(e) * scale): the score-to-log2 factor every mode uses."""
+    """c, the score-to-log2 factor every mode uses: fl(log2(e) * scale), except at the default
+    scale of D = 128, where it is the paper's FP32 literal (modes.PAPER_LOG2E_RSQRT128)."""
+    if scale == default_scale(128):
+        return _f32(PAPER_LOG2E_RSQRT128)
     return _f32(math.log2(math.e) * scale)
 
 
@@ -144,6 +153,45 @@ def quantize_fp8(q, k, v) -> FP8Operands:
     return FP8Operands(q8, k8, v8, q_scale, k_scale, v_scale, k_mean)
 
 
+# Slack on the score bound: kernels sum q8 . k8 in FP32 or (Hopper's FP8 tensor cores) with less
+# precision, ~1e-4 relative; the bound must hold for their sums too.
+_SCORE_BOUND_SLACK = 1.01
+
+
+def check_score_range(mode: str, c: float, q8, q_scale, k8, k_scale) -> None:
+    """Raise ValueError if a score z = (q8 . k8) sq sk c of these FP8 operands can reach the
+    mode's limit (modes.MAX_SCORE_LOG2), where its FP32 arithmetic fails (direct-p: NaN rows).
+
+    Layout of the kernels' pre-pass: codes (B, H, S, D), scales (B, H, ceil(S / 128)); S may be
+    padded to whole blocks. The bound is Cauchy-Schwarz per head: the largest scaled code-row norm
+    of Q times that of K. First from the scales alone (a code row's norm is at most 448 sqrt(D)),
+    which clears ordinary inputs with one small reduction; the row norms are read only if needed.
+    """
+    limit = MAX_SCORE_LOG2[mode]
+    row_max = E4M3_MAX * math.sqrt(q8.shape[-1])
+    loose = (q_scale.double().amax(dim=-1) * k_scale.double().amax(dim=-1)).amax().item()
+    if loose * row_max * row_max * c * _SCORE_BOUND_SLACK < limit:
+        return
+    bound = (_scaled_row_norm_max(q8, q_scale) * _scaled_row_norm_max(k8, k_scale)).amax().item()
+    bound *= c * _SCORE_BOUND_SLACK
+    if bound >= limit:
+        raise ValueError(
+            f"{mode}: q . k * scale can reach {bound * LN2:.3g} for these q and k, beyond the "
+            f"{limit * LN2:.3g} (natural-log units) that {mode}'s FP32 arithmetic represents; q or k "
+            "is far outside attention's usual range"
+            + (": use mode='fp8' or 'bf16' for it" if mode == "direct-p" else ": rescale it"))
+
+
+def _scaled_row_norm_max(x8: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """max over tokens of ||x8 row|| * its block's scale, (B, H) float64; read in token chunks."""
+    out = torch.zeros(x8.shape[:2], dtype=torch.float64, device=x8.device)
+    per_row = scale.double().repeat_interleave(QK_SCALE_BLOCK, dim=-1)
+    for rows in _query_chunks(x8.shape[2]):
+        norms = torch.linalg.vector_norm(x8[:, :, rows].to(torch.float32), dim=-1).double()
+        out = torch.maximum(out, (norms * per_row[..., rows]).amax(dim=-1))
+    return out
+
+
 def direct_p_bytes(t: torch.Tensor) -> torch.Tensor:
     """The Direct-P E4M3 byte of t = fl(8 z + 120 - 8 m): clamp(rne(t), 0, 120) as uint8."""
     return torch.round(t.clamp(0.0, float(DIRECT_P_ONE))).to(torch.uint8)
@@ -152,6 +200,8 @@ def direct_p_bytes(t: torch.Tensor) -> torch.Tensor:
 def _fp8_attention(q, k, v, scale, direct_p):
     ops = quantize_fp8(q, k, v)
     c = log2_scale(scale)
+    check_score_range("direct-p" if direct_p else "fp8", c, _heads_first(ops.q8), ops.q_scale.transpose(1, 2),
+                      _heads_first(ops.k8), ops.k_scale.transpose(1, 2))
     q8, k8, v8 = (_heads_first(t).to(torch.float32) for t in (ops.q8, ops.k8, ops.v8))
     b, h, sq, _ = q8.shape
     skv = k8.shape[2]
@@ -227,6 +277,20 @@ def anchor_indices(seq_len: int, count: int = 128) -> torch.Tensor:
     return torch.linspace(0, seq_len - 1, count).round().long().unique()
 
 
+def warn_if_p_scales_at_limit(rmax: torch.Tensor, guarded: bool) -> None:
+    """Warn (FP4RangeWarning) if any row's largest P block exponent `rmax` sits at the E8M0 limits:
+    its scores left the map's range relative to m, and its output is wrong. Saturation at the top
+    is what large logits do to the shiftless map."""
+    if not bool(((rmax >= P_EXP_MAX) | (rmax <= P_EXP_MIN)).any()):
+        return
+    advice = ("the guard's anchor keys missed larger scores; raise guard_margin, or run these layers "
+              "in fp8 or direct-p"
+              if guarded else "enable the large-logit guard for these layers (FP4Params(guard_margin=...), "
+              "or enable(..., guard_layers=..., guard_margin=...))")
+    warnings.warn("direct-p-fp4: some rows' P block scales hit the E8M0 limit (scores beyond the map's "
+                  f"range), so their outputs are wrong; {advice}", FP4RangeWarning, stacklevel=2)
+
+
 def _fp4_attention(q, k, v, scale, fp4):
     c = log2_scale(scale)
     q_hat = _heads_first(formats.nvfp4_quantize_qk(q).dequantize())
@@ -237,7 +301,7 @@ def _fp4_attention(q, k, v, scale, fp4):
     padded = v_unscaled.shape[2]
     anchors = anchor_indices(skv).to(q_hat.device)
     b, h, sq, _ = q_hat.shape
-    outs, lses = [], []
+    outs, lses, rmaxes = [], [], []
     for rows in _query_chunks(sq):
         qs = q_hat[:, :, rows]
         if fp4.guard_margin is None:
@@ -247,6 +311,7 @@ def _fp4_attention(q, k, v, scale, fp4):
             m = guard_reference(s_anchor, fp4.guard_margin)
         acc = torch.zeros(b, h, qs.shape[2], v.shape[-1], device=qs.device)
         l = torch.zeros(b, h, qs.shape[2], device=qs.device)
+        rmax = torch.full_like(l, float(P_EXP_MIN))  # each row's largest block exponent
         for start in range(0, padded, TILE_N):
             stop = min(start + TILE_N, padded)
             s = torch.full((b, h, qs.shape[2], stop - start), -math.inf, device=qs.device)
@@ -254,6 +319,7 @@ def _fp4_attention(q, k, v, scale, fp4):
             if real > 0:
                 s[..., :real] = torch.matmul(qs, k_hat[:, :, start : start + real].transpose(-1, -2))
             qcode, e = fp4_p_codes(s, m, c, fp4.affine)
+            rmax = torch.maximum(rmax, e.amax(dim=-1))
             # 2^(e - L) q: exact in FP32; the shift L cancels in O and keeps sums finite.
             p_unscaled = qcode * torch.exp2(e - FP4_SCALE_SHIFT).repeat_interleave(P_BLOCK, dim=-1)
             acc = acc + torch.matmul(p_unscaled, v_unscaled[:, :, start:stop])
@@ -263,11 +329,13 @@ def _fp4_attention(q, k, v, scale, fp4):
         denom = (6.0 * l).unsqueeze(-1)
         outs.append(torch.where(denom > 0, acc / torch.where(denom > 0, denom, 1.0), 0.0))
         lses.append(m.squeeze(-1) * scale + LN2 * (torch.log2(l / 6.0) + FP4_SCALE_SHIFT))
+        rmaxes.append(rmax)
     out = _seq_first(torch.cat(outs, dim=2))
     if not torch.isfinite(out).all():
         raise FloatingPointError(
             "direct-p-fp4: the represented probabilities overflowed FP32 (scores far above the "
             "shiftless map's E8M0 range); enable the large-logit guard (FP4Params(guard_margin=...))")
+    warn_if_p_scales_at_limit(torch.cat(rmaxes, dim=2), fp4.guard_margin is not None)
     return out, torch.cat(lses, dim=2)
 
 

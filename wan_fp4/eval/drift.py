@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from tqdm.auto import tqdm
 
+from ..geometry import check_geometry
 from ..modes import check_mode
 
 DEFAULT_PROMPT = ("A red vintage car drives along a winding coastal road at sunset, with ocean waves "
@@ -45,15 +46,6 @@ class DriftConfig:
         if not self.steps or any(not isinstance(s, int) or s < 1 for s in self.steps):
             raise ValueError(f"steps must be positive integers, got {self.steps}")
         check_geometry(self.height, self.width, self.frames)
-
-
-def check_geometry(height: int, width: int, frames: int) -> None:
-    """Wan's constraints, checked up front so the error names the argument."""
-    for name, value in (("height", height), ("width", width)):
-        if value < 16 or value % 16:
-            raise ValueError(f"{name} must be a positive multiple of 16, got {value}")
-    if frames < 1 or (frames - 1) % 4:
-        raise ValueError(f"frames must be 4k+1 (1, 5, 9, 13, 17, ...), got {frames}")
 
 
 def compare(x: torch.Tensor, ref: torch.Tensor) -> dict:

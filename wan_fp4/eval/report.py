@@ -16,6 +16,16 @@ SMOKE_LABEL = ("SMOKE TEST, NOT A QUALITY FIGURE: model {model!r} has random wei
                "control on this toy; they say nothing about video quality on a trained Wan2.1.")
 
 
+CPU_TIMING_NOTE = ("Times are left out: on a CPU every low-precision mode runs the PyTorch reference "
+                   "emulation and the times follow the machine's load, so they say nothing about the "
+                   "modes' speed (GPU figures are in BENCHMARKS.md).")
+
+
+def timings_meaningful(device) -> bool:
+    """Whether times measured on `device` say anything about the modes' speed: on a GPU only."""
+    return torch.device(device).type == "cuda"
+
+
 def environment(device) -> dict:
     """Versions and device, so a reported number can be traced to what produced it."""
     device = torch.device(device)
@@ -85,12 +95,16 @@ def drift_markdown(report: dict) -> str:
               f"- created {report['created']} on {report['environment']['device']} "
               f"({report['environment'].get('device_name')})", "",
               "Final latent vs the control (cosine similarity and relative L2 = ||x - ref|| / ||ref||, float64):",
-              "", "| steps | mode | cosine | rel. L2 | max abs | kernels (calls) | time (s) |",
-              "|---:|---|---:|---:|---:|---|---:|"]
+              ""]
+    timed = timings_meaningful(report["environment"]["device"])
+    lines += ["| steps | mode | cosine | rel. L2 | max abs | kernels (calls) |" + (" time (s) |" if timed else ""),
+              "|---:|---|---:|---:|---:|---|" + ("---:|" if timed else "")]
     for r in report["runs"]:
         kernels = "; ".join(f"{k}: {n}" for k, n in r["kernels"].items()) or "-"
         lines.append(f"| {r['steps']} | {r['mode']} | {_fmt(r['cosine'])} | {_fmt(r['rel_l2'])} | "
-                     f"{_fmt(r['max_abs'])} | {kernels} | {r['seconds']:.2f} |")
+                     f"{_fmt(r['max_abs'])} | {kernels} |" + (f" {r['seconds']:.2f} |" if timed else ""))
+    if not timed:
+        lines += ["", CPU_TIMING_NOTE]
     lines += ["", "![drift vs steps](drift.png)", "", "Command:", "", "```", report["command"], "```", "",
               "Every number, the per-step trajectories and the environment are in `drift.json`.", ""]
     return "\n".join(lines)

@@ -41,7 +41,7 @@ from functools import lru_cache
 import torch
 
 from ..modes import E4M3_MAX, QK_SCALE_BLOCK, TILE_N
-from ..reference import key_mean
+from ..reference import check_score_range, key_mean, log2_scale
 
 try:  # Triton is optional: CPU installs use the torch path.
     import triton
@@ -66,6 +66,11 @@ class PreparedFP8:
     seq_kv: int
     v_perm: tuple | None = None  # v8t column j holds key 32 (j // 32) + v_perm[j % 32]
     v_ones_rows: int = 0  # rows of v8t after D (row D all E4M3 1.0, the rest 0)
+
+    def check_score_range(self, mode: str, scale: float) -> None:
+        """Raise before a launch whose scores would exceed what `mode`'s FP32 arithmetic
+        represents (reference.check_score_range; the reference raises for the same inputs)."""
+        check_score_range(mode, log2_scale(scale), self.q8, self.q_scale, self.k8, self.k_scale)
 
     def plain_v8t(self) -> torch.Tensor:
         """v8t in the plain (B, H, D, Skv_pad) key order, whatever layout it was written in."""

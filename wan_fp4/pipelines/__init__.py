@@ -1,9 +1,9 @@
 """Pipelines: the embedded tiny Wan pipeline, local-weights loading, and video export."""
-from .registry import (MODELS, WAN_PIPELINE_CLASSES, ModelError, ModelInfo, ModelSpec, load_pipeline,
-                       model_info, register_model, registered_models)
+from .registry import (DEFAULTS_FILE, MODELS, WAN_PIPELINE_CLASSES, ModelError, ModelInfo, ModelSpec,
+                       load_pipeline, model_info, register_model, registered_models, write_defaults)
 from .tiny import build_tiny_pipeline
 from .video import export_video, read_video
 
-__all__ = ["MODELS", "WAN_PIPELINE_CLASSES", "ModelError", "ModelInfo", "ModelSpec", "build_tiny_pipeline",
+__all__ = ["DEFAULTS_FILE", "MODELS", "WAN_PIPELINE_CLASSES", "ModelError", "ModelInfo", "ModelSpec", "build_tiny_pipeline",
            "export_video", "load_pipeline", "model_info", "read_video", "register_model",
-           "registered_models"]
+           "registered_models", "write_defaults"]

@@ -20,6 +20,10 @@ _loaded_builders = False
 
 # Pipeline classes `load_pipeline` accepts from a local directory (text-to-video Wan2.1).
 WAN_PIPELINE_CLASSES = ("WanPipeline",)
+# Optional file in a local pipeline directory: the command line's defaults for that model (a
+# saved tiny model is 64x64, not 480x832). Written by `write_defaults`.
+DEFAULTS_FILE = "wan_fp4_defaults.json"
+DEFAULT_KEYS = ("height", "width", "frames", "steps")
 
 
 class ModelError(ValueError):
@@ -50,6 +54,7 @@ def register_model(spec: ModelSpec, *, replace: bool = False) -> ModelSpec:
         raise TypeError(f"spec must be a ModelSpec, got {type(spec).__name__}")
     if spec.name in MODELS and not replace:
         raise ValueError(f"model name {spec.name!r} is already registered")
+    check_defaults(spec.defaults, f"model {spec.name!r} defaults")
     MODELS[spec.name] = spec
     return spec
 
@@ -70,21 +75,62 @@ def registered_models() -> dict[str, ModelSpec]:
 
 @dataclass(frozen=True)
 class ModelInfo:
-    """What a `--model` argument refers to, for labels in outputs and reports."""
+    """What a `--model` argument refers to, for labels in outputs and reports. defaults_source
+    says where `defaults` came from (or why there are none), for messages."""
 
     name: str
     synthetic: bool
     description: str
     defaults: dict
+    defaults_source: str = ""
 
 
 def model_info(model: str) -> ModelInfo:
     models = registered_models()
     if model in models:
         spec = models[model]
-        return ModelInfo(spec.name, spec.synthetic, spec.description, dict(spec.defaults))
+        return ModelInfo(spec.name, spec.synthetic, spec.description, dict(spec.defaults),
+                         f"model {spec.name!r}" if spec.defaults else f"model {spec.name!r} sets none")
     path = _check_local_dir(model)
-    return ModelInfo(str(path), False, f"local diffusers Wan pipeline at {path}", {})
+    file = path / DEFAULTS_FILE
+    defaults = read_defaults(file) if file.is_file() else {}
+    source = str(file) if file.is_file() else f"{path} has no {DEFAULTS_FILE}"
+    return ModelInfo(str(path), False, f"local diffusers Wan pipeline at {path}", defaults, source)
+
+
+def check_defaults(defaults: dict, where: str) -> dict:
+    """Defaults as ints, each a key of DEFAULT_KEYS with a value a pipeline call accepts."""
+    from ..geometry import check_geometry
+
+    unknown = sorted(set(defaults) - set(DEFAULT_KEYS))
+    if unknown:
+        raise ModelError(f"{where}: unknown keys {unknown}; allowed: {', '.join(DEFAULT_KEYS)}")
+    for key, value in defaults.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ModelError(f"{where}: {key} must be a positive integer, got {value!r}")
+    try:
+        check_geometry(defaults.get("height"), defaults.get("width"), defaults.get("frames"))
+    except ValueError as exc:
+        raise ModelError(f"{where}: {exc}") from None
+    return dict(defaults)
+
+
+def read_defaults(file: Path) -> dict:
+    try:
+        data = json.loads(Path(file).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ModelError(f"cannot read {file} ({exc})") from exc
+    if not isinstance(data, dict):
+        raise ModelError(f"{file} must hold a JSON object like {{\"height\": 64, \"steps\": 8}}")
+    return check_defaults(data, str(file))
+
+
+def write_defaults(path, **defaults) -> Path:
+    """Record the command line's defaults (height, width, frames, steps) in a saved pipeline
+    directory, e.g. next to `pipe.save_pretrained(path)`; `model_info(path)` reads them back."""
+    file = Path(path) / DEFAULTS_FILE
+    file.write_text(json.dumps(check_defaults(defaults, "write_defaults"), indent=1) + "\n")
+    return file
 
 
 def load_pipeline(model: str, device: str | torch.device = "cpu", dtype: torch.dtype = torch.bfloat16):

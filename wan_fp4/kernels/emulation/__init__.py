@@ -135,10 +135,13 @@ def _f32(x: float) -> float:
     return float(torch.tensor(x, dtype=torch.float32))
 
 
-def launch(qh, kh, vh, m, out, lse, *, skv, d, scale, affine, block_m=None, num_warps=None,
+def launch(qh, kh, vh, m, out, lse, *, skv, d, scale, affine, rmax=None, block_m=None, num_warps=None,
            num_stages=None, reshape=None, ladder=None, debug_p=None):
-    """Run the kernel on prepared operands: writes out (B,Sq,H,D) float32 and lse (B,H,Sq)."""
+    """Run the kernel on prepared operands: writes out (B,Sq,H,D) float32, lse (B,H,Sq) and
+    rmax (B,H,Sq), each row's largest P block exponent (None: a scratch tensor); returns all three."""
     b, h, sq, dp = qh.shape
+    if rmax is None:
+        rmax = torch.empty_like(lse)
     skv_pad = kh.shape[2]
     if block_m is None:
         block_m = 128 if dp <= 128 else 64
@@ -152,7 +155,7 @@ def launch(qh, kh, vh, m, out, lse, *, skv, d, scale, affine, block_m=None, num_
     pq, pe = (debug_p if debug_p is not None else (out, out))
     grid = (triton.cdiv(sq, block_m), b * h)
     _k.fp4_emulation_fwd[grid](
-        qh, kh, vh, m, out, lse, pq, pe, sq, skv, skv_pad, h,
+        qh, kh, vh, m, out, lse, rmax, pq, pe, sq, skv, skv_pad, h,
         out.stride(0), out.stride(1), out.stride(2),
         c, ac, a, bb, _f32(LOG2_6), _f32(NEAREST_POW2_BIAS), float(scale),
         D=d, DP=dp, BLOCK_M=block_m, BLOCK_N=TILE_N, PB=P_BLOCK,
@@ -160,7 +163,7 @@ def launch(qh, kh, vh, m, out, lse, *, skv, d, scale, affine, block_m=None, num_
         LADDER=_DEFAULT["ladder"] if ladder is None else ladder,
         IEEE_DOT=qh.dtype == torch.float32, DEBUG_P=debug_p is not None,
         num_warps=num_warps, num_stages=num_stages, enable_fp_fusion=False)
-    return out, lse
+    return out, lse, rmax
 
 
 def check_overflow(out, lse, m, scale):
@@ -202,9 +205,10 @@ def fp4_emulation_attention(q, k, v, mode="direct-p-fp4", scale=None, *, fp4: FP
     qh, kh, vh, m = prepare_operands(q, k, v, fp4.guard_margin)
     out = torch.empty(b, sq, h, d, dtype=torch.float32, device=q.device)
     lse = torch.empty(b, h, sq, dtype=torch.float32, device=q.device)
-    launch(qh, kh, vh, m, out, lse, skv=skv, d=d, scale=scale, affine=fp4.affine,
-           **(_launch_options or {}))
+    _, _, rmax = launch(qh, kh, vh, m, out, lse, skv=skv, d=d, scale=scale, affine=fp4.affine,
+                        **(_launch_options or {}))
     check_overflow(out, lse, m, scale)
+    reference.warn_if_p_scales_at_limit(rmax, fp4.guard_margin is not None)
     out = out.to(q.dtype)
     return (out, lse) if return_lse else out
 

@@ -141,14 +141,15 @@ def _tile(acc, l_i, r_i, q_tile, k_base, v_base, pq_base, pe_base, j, Skv, Skv_p
 
 
 @triton.jit
-def fp4_emulation_fwd(q_ptr, k_ptr, v_ptr, m_ptr, out_ptr, lse_ptr, pq_ptr, pe_ptr,
+def fp4_emulation_fwd(q_ptr, k_ptr, v_ptr, m_ptr, out_ptr, lse_ptr, r_ptr, pq_ptr, pe_ptr,
                       Sq, Skv, Skv_pad, H, sob, sos, soh,
                       c, ac, aff_a, aff_b, log2_6, pow2_bias, scale,
                       D: tl.constexpr, DP: tl.constexpr, BLOCK_M: tl.constexpr,
                       BLOCK_N: tl.constexpr, PB: tl.constexpr, RESHAPE: tl.constexpr,
                       LADDER: tl.constexpr, IEEE_DOT: tl.constexpr, DEBUG_P: tl.constexpr):
     """q (B,H,Sq,DP), k and v (B,H,Skv_pad,DP) exact operands; m (B,H,Sq) row reference (raw
-    units); out (B,Sq,H,D) float32 with strides (sob, sos, soh, 1); lse (B,H,Sq) float32."""
+    units); out (B,Sq,H,D) float32 with strides (sob, sos, soh, 1); lse (B,H,Sq) float32;
+    r (B,H,Sq) float32: each row's largest block exponent (at -126 or 127: clamped, out of range)."""
     pid_m = tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)
     b = bh // H
@@ -190,3 +191,4 @@ def fp4_emulation_fwd(q_ptr, k_ptr, v_ptr, m_ptr, out_ptr, lse_ptr, pq_ptr, pe_p
     tl.store(optr, o, mask=row_ok[:, None] & (offs_d[None, :] < D))
     lse = m_row * scale + 0.6931471805599453 * (tl.log2(l_i / 6.0) + r_i)
     tl.store(lse_ptr + bh * Sq + offs_m, lse, mask=row_ok)
+    tl.store(r_ptr + bh * Sq + offs_m, r_i, mask=row_ok)

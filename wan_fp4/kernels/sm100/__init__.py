@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ... import reference
 from ...modes import FP4_SCALE_SHIFT, FP4Params, check_mode, default_scale
 from .pack import HEAD_DIM, SM100Operands, prepare_operands
 
@@ -67,7 +68,7 @@ class LaunchArgs:
     sq_pad: int
     skv_pad: int
     guard: int  # 1: the large-logit guard (the kernel reads ops.m), 0: shiftless
-    qk_log2: float  # c = fl(log2(e) * scale)
+    qk_log2: float  # c = reference.log2_scale(scale)
     affine_ac: float  # fl(A * c)
     affine_a: float
     affine_b: float
@@ -88,7 +89,7 @@ def build_launch_args(ops: SM100Operands, scale: float, fp4: FP4Params, num_sms:
         raise ValueError("fp4.guard_margin and the prepared operands disagree: prepare them with "
                          "prepare_operands(q, k, v, guard_margin=fp4.guard_margin)")
     a, b = (_f32(x) for x in fp4.affine)
-    c = _f32(math.log2(math.e) * scale)
+    c = reference.log2_scale(scale)
     work = (ops.sq_pad // 256) * ops.batch * ops.heads  # a work item: two 128-row query tiles
     return LaunchArgs(ops.seq_q, ops.seq_kv, ops.batch, ops.heads, ops.sq_pad, ops.skv_pad, int(guard),
                       c, _f32(a * c), a, b, max(1, min(num_sms, work)))

@@ -77,10 +77,12 @@ def sm90_attention(q, k, v, mode, scale=None, *, return_lse=False, fp4=None, con
     ok, why = is_supported(q, k, v, mode)
     if not ok:
         raise ValueError(f"sm90_attention: {why}")
+    from ...modes import default_scale
     from ..prepare import prepare_fp8
     from .layout import v_layout_args
 
     ops = prepare_fp8(q, k, v, **v_layout_args(mode))
+    ops.check_score_range(mode, default_scale(q.shape[-1]) if scale is None else float(scale))
     out, lse = launch(ops, mode, q.shape[-1], scale, config=config, prebuilt=prebuilt)
     out = out.to(q.dtype)
     if not return_lse:

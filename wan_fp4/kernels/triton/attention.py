@@ -22,7 +22,6 @@ difference is <= 1e-4.
 """
 from __future__ import annotations
 
-import math
 import os
 
 import torch
@@ -30,12 +29,12 @@ import triton
 import triton.language as tl
 
 from ...modes import TILE_M, TILE_N, check_mode, default_scale
+from ...reference import log2_scale
 from ..prepare import PreparedFP8, e4m3_rne_sat, prepare_fp8, triton_usable
 
 SUPPORTED_MODES = ("fp8", "direct-p")
 SUPPORTED_HEAD_DIMS = (64, 128)
 _MODE_ID = {"fp8": 0, "direct-p": 1}
-_LOG2E = math.log2(math.e)
 
 
 def _configs():
@@ -90,8 +89,9 @@ def _tile(acc, l_i, m_i, q, q_hi, sq, c, k_base, v_base, ks_base, j, Skv, Skv_pa
     if MODE == 1:
         bias = 120.0 - 8.0 * m_new
         t = z * 8.0 + bias[:, None]
-        # clamp(rne(t), 0, 120): z <= m_new makes t <= 120 + (rounding of bias) < 120.5, so only
-        # the lower clamp is needed; clamping before rounding equals after (integer bounds).
+        # clamp(rne(t), 0, 120): z <= m_new makes t <= 120 + (rounding of bias) < 120.5 while
+        # |m| < 2^19 (triton_attention checks the score range before the launch), so only the
+        # lower clamp is needed; clamping before rounding equals after (integer bounds).
         t = tl.maximum(t, 0.0)
         # adding 1.5*2^23 rounds to the nearest even integer, which lands in the low mantissa
         # bits; the uint8 truncation keeps that byte: the E4M3 code of P
@@ -225,7 +225,7 @@ def attention_prepared(prep: PreparedFP8, mode: str, scale: float, out: torch.Te
     skv_pad = prep.k8.shape[2]
     if hw_cvt is None:
         hw_cvt = prep.q8.is_cuda
-    c = _LOG2E * scale  # rounded to FP32 when passed to the kernel: c = fl(log2(e) * scale)
+    c = log2_scale(scale)  # FP32-exact, so the kernel's FP32 argument is the reference's c
     grid = (sq_pad // TILE_M, B * H)
     _attn_fwd_kernel[grid](prep.q8, prep.k8, prep.v8t, prep.q_scale, prep.k_scale, prep.v_scale,
                            prep.k_mean, out, lse if write_lse else out, c, prep.seq_q,
@@ -247,6 +247,7 @@ def triton_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mode: st
         raise ValueError(f"triton_attention cannot run this call: {why}")
     scale = default_scale(q.shape[-1]) if scale is None else float(scale)
     prep = prepare_fp8(q, k, v, backend="triton")
+    prep.check_score_range(mode, scale)
     out = torch.empty_like(q)
     if not return_lse:
         return attention_prepared(prep, mode, scale, out)
