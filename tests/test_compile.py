@@ -15,22 +15,13 @@ from torch._dynamo.testing import CompileCounterWithBackend
 from torch._dynamo.utils import counters
 
 from wan_fp4 import backend, dispatch, reference
+from wan_fp4.eval.compiled import POLICY_CASES, CompileSettings, check_policies, expected_graphs
 from wan_fp4.processor import enable
 
 LAYERS = 12
 STEPS = 3
 
-# name -> enable() keyword arguments; every policy enable() offers, one at a time and together.
-POLICIES = {
-    "direct-p": {},
-    "bf16-steps": {"bf16_steps": (0, -1)},
-    "bf16-layers": {"bf16_layers": (0, 5, -1)},
-    "layer-modes": {"layer_modes": {2: "fp8", 3: "fp8"}},
-    "guard-layers": {"guard_layers": (8, 9, 10), "guard_margin": 110},
-    "cross-attention": {"cross_attention": True},
-    "all": {"bf16_steps": (0,), "bf16_layers": (0,), "layer_modes": {1: "fp8"}, "guard_layers": (-2, -1),
-            "guard_margin": 110, "cross_attention": True},
-}
+POLICIES = POLICY_CASES
 
 
 @pytest.fixture
@@ -169,3 +160,14 @@ def test_direct_p_backend_route_compiles_once(tiny_wan, gpu_dispatch, regional):
     assert cnt.frame_count == 1
     assert gpu_dispatch["sm90-cute"] == 2 * runs  # the compiled run took the same kernel
     assert all(torch.equal(a, b) for a, b in zip(got, eager))
+
+
+@pytest.mark.parametrize("scope", ["full", "blocks"])
+def test_policy_checker_of_the_device_script(tiny_wan, gpu_dispatch, scope):
+    """`check_policies` (scripts/check_compile_device.py runs it on the real architectures) passes
+    on this path, and counts what the tests above count."""
+    model = tiny_wan(num_layers=LAYERS)
+    cases = {k: POLICY_CASES[k] for k in ("all", "guard-layers")}
+    rows = check_policies(model, inputs(), CompileSettings(scope=scope, backend="eager"), cases)
+    assert [r["policy"] for r in rows] == list(cases) and all(r["ok"] for r in rows), rows
+    assert rows[0]["graphs"] == (2 if scope == "full" else 5)  # "all": 4 layer modes + the bf16 steps

@@ -26,12 +26,15 @@ SCOPES = ("full", "blocks")
 class CompileSettings:
     mode: str = "default"
     scope: str = "full"
+    backend: str = "inductor"  # "eager": dynamo only, for checking what is traced without compiling
 
     def __post_init__(self):
         if self.mode not in COMPILE_MODES:
             raise ValueError(f"compile mode must be one of {COMPILE_MODES}, got {self.mode!r}")
         if self.scope not in SCOPES:
             raise ValueError(f"compile scope must be one of {SCOPES}, got {self.scope!r}")
+        if self.backend != "inductor" and self.mode != "default":
+            raise ValueError(f"compile mode {self.mode!r} is an inductor mode; backend {self.backend!r} takes none")
 
     @property
     def warm_calls(self) -> int:
@@ -80,7 +83,9 @@ def compiled(transformer: torch.nn.Module, settings: CompileSettings):
     handler = _Collect(report.warnings)
     dynamo_log = logging.getLogger("torch._dynamo")
     dynamo_log.addHandler(handler)
-    kwargs = {} if settings.mode == "default" else {"mode": settings.mode}
+    kwargs = {"backend": settings.backend}
+    if settings.mode != "default":
+        kwargs["mode"] = settings.mode
     try:
         if settings.scope == "full":
             transformer.compile(**kwargs)
@@ -101,7 +106,7 @@ def time_compiled(transformer, inputs: dict, settings: CompileSettings, *, timer
                   progress=None) -> tuple[dict, torch.Tensor]:
     """Compile `transformer` in place, time its forwards, undo. Returns the result dict (forward
     times in ms, the first call's wall time in s, which includes compiling, and the DynamoReport)
-    and the first steady forward's output (on the CPU, float32) for drift."""
+    and the first timed forward's output (on the CPU, float32) for drift."""
     import statistics
     import time
 
@@ -113,12 +118,13 @@ def time_compiled(transformer, inputs: dict, settings: CompileSettings, *, timer
         first_s = time.perf_counter() - t0
         for _ in range(max(warmup, settings.warm_calls - 1)):
             transformer(**inputs)
-        output = transformer(**inputs)[0].float().cpu()  # a copy: CUDA graphs reuse their outputs
         handles = []
-        for _ in range(repeats):
+        for i in range(repeats):
             t0 = timer.start()
-            transformer(**inputs)
+            out = transformer(**inputs)
             handles.append(timer.stop(t0))
+            if i == 0:
+                output = out[0].float().cpu()  # a copy, after the stop event: CUDA graphs reuse outputs
             if progress is not None:
                 progress.update()
         timer.sync()
@@ -126,3 +132,51 @@ def time_compiled(transformer, inputs: dict, settings: CompileSettings, *, timer
     result = {"forward_ms": {"median": statistics.median(ms), "min": min(ms), "max": max(ms), "all": ms},
               "first_call_s": first_s, "mode": settings.mode, "scope": settings.scope, "dynamo": report.as_dict()}
     return result, output
+
+
+# Every policy enable() offers, alone and together, with layers given from the end so that one
+# case list serves any depth (the test's 12 layers, Wan2.1's 30 and 40).
+POLICY_CASES = {
+    "direct-p": {},
+    "bf16-steps": {"bf16_steps": (0, -1)},
+    "bf16-layers": {"bf16_layers": (0, 5, -1)},
+    "layer-modes": {"layer_modes": {2: "fp8", 3: "fp8"}},
+    "guard-layers": {"guard_layers": (-4, -3, -2), "guard_margin": 110},
+    "cross-attention": {"cross_attention": True},
+    "all": {"bf16_steps": (0,), "bf16_layers": (0,), "layer_modes": {1: "fp8"}, "guard_layers": (-2, -1),
+            "guard_margin": 110, "cross_attention": True},
+}
+
+
+def expected_graphs(policy, scope: str, bf16_steps_ran: set) -> int:
+    """Graphs a clean compile of one input shape makes under `policy` (a wan_fp4.policy.Policy):
+    on steps the policy runs, the whole forward compiles once and a block function once per distinct
+    per-layer mode; steps forced to bf16 make one graph more. `bf16_steps_ran`: the values
+    `policy.step_bf16` took over the run."""
+    graphs = 1 if scope == "full" else len({policy.call_modes(i) for i in range(policy.num_layers)})
+    return (graphs if False in bf16_steps_ran else 0) + (1 if True in bf16_steps_ran else 0)
+
+
+def check_policies(transformer, inputs: dict, settings: CompileSettings, cases=None, steps: int = 3) -> list[dict]:
+    """For each enable() policy case: enable, compile in place, run `steps` denoising steps (each in
+    the transformer's cache_context), and compare dynamo's graphs with `expected_graphs`. A row is
+    ok when graphs match, there is no graph break and no dynamo warning."""
+    from ..processor import enable
+
+    rows = []
+    for name, kwargs in (cases or POLICY_CASES).items():
+        handle = enable(transformer, **kwargs)
+        try:
+            (policy,) = [p for _, _, p, _ in handle.transformers]
+            kinds = set()
+            with torch.inference_mode(), compiled(transformer, settings) as report:
+                for step in range(steps):
+                    with transformer.cache_context("cond", step_index=step, num_inference_steps=steps):
+                        kinds.add(policy.step_bf16)
+                        transformer(**inputs)
+        finally:
+            handle.disable()
+        want = expected_graphs(policy, settings.scope, kinds)
+        ok = report.graphs == want and report.graph_breaks == 0 and not report.warnings
+        rows.append({"policy": name, "kwargs": repr(kwargs), "expected_graphs": want, "ok": ok, **report.as_dict()})
+    return rows
