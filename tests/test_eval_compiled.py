@@ -112,14 +112,7 @@ def test_float8_targets_are_the_block_linears(tiny_wan):
     assert stacks.float8_targets(tiny_wan(num_layers=1)) == []  # float32 weights: nothing to quantize
 
 
-def test_linears_put_the_original_weights_back(tiny_wan, monkeypatch):
-    """Quantization replaces weights (torchao: new Parameters, a per-instance repr); leaving the
-    variant restores the very same bf16 weights. torchao's quantize_ is stood in for (float8 needs
-    an sm89 GPU), with torchao's own contract: filter_fn(module, fqn) picks the modules."""
-    model = tiny_wan(num_layers=2).to(torch.bfloat16)
-    before = {n: m.weight for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
-    seen = []
-
+def _fake_torchao(monkeypatch, seen):
     def quantize_(root, config, filter_fn):
         for fqn, m in root.named_modules():
             if isinstance(m, torch.nn.Linear) and filter_fn(m, fqn):
@@ -131,9 +124,32 @@ def test_linears_put_the_original_weights_back(tiny_wan, monkeypatch):
     fake.quantize_ = quantize_
     monkeypatch.setitem(sys.modules, "torchao.quantization", fake)
     monkeypatch.setattr(stacks, "float8_config", lambda: "config")
+
+
+def test_linears_put_the_original_weights_back(tiny_wan, monkeypatch):
+    """Quantization replaces weights (torchao: new Parameters, a per-instance repr); leaving the
+    variant restores the very same bf16 weights. torchao's quantize_ is stood in for (float8 needs
+    an sm89 GPU), with torchao's own contract: filter_fn(module, fqn) picks the modules."""
+    model = tiny_wan(num_layers=2).to(torch.bfloat16)
+    before = {n: m.weight for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+    seen = []
+    _fake_torchao(monkeypatch, seen)
     with stacks.Linears(model) as applied:
         assert applied.count == len(seen) > 0 and all(f.startswith("blocks.") for f in seen)
         assert all(model.get_submodule(f).weight.abs().sum() == 0 for f in seen)
     after = {n: m.weight for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
     assert all(after[n] is w for n, w in before.items())
     assert all("extra_repr" not in vars(model.get_submodule(f)) for f in seen)
+
+
+def test_a_stack_variant_that_fails_to_apply_leaves_the_weights(tiny_wan, monkeypatch):
+    from wan_fp4.processor import enable
+
+    model = tiny_wan(num_layers=2).to(torch.bfloat16)
+    before = {n: m.weight for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+    _fake_torchao(monkeypatch, [])
+    enable(model)  # so the stack's own enable() refuses
+    with pytest.raises(RuntimeError, match="already enabled"):
+        with L._Applied(model, L.VARIANTS["direct-p+float8-linears"], timer=L.Timer("cpu")):
+            pass
+    assert all(m.weight is before[n] for n, m in model.named_modules() if isinstance(m, torch.nn.Linear))

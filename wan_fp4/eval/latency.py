@@ -209,7 +209,11 @@ class _Applied:
 
             kwargs = dict(self.policy_kwargs) if v.kind == "policy" else {}
             kwargs.setdefault("cross_attention", self.cross)
-            self.handle = processor.enable(self.t, mode=kwargs.pop("mode", v.mode), **kwargs)
+            try:
+                self.handle = processor.enable(self.t, mode=kwargs.pop("mode", v.mode), **kwargs)
+            except Exception:
+                self.__exit__(None, None, None)  # `with` calls no __exit__ when __enter__ raises
+                raise
         elif v.kind == "fa4":
             self.handlers = [_all_calls_handler(self.peers["bf16-fa4"])]
         elif v.kind == "peer":
