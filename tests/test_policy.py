@@ -15,6 +15,16 @@ def test_layer_and_cross_resolution():
     assert q.mode_for(1, True)[0] == "fp8" and q.mode_for(None, False)[0] == "fp8"
 
 
+def test_call_modes_share_one_value_per_mode():
+    """What a processor stores at enable(): equal (and for guards, the same) values for layers of
+    one mode, so a compiled block function does not tell layers apart."""
+    p = Policy.build("direct-p", 6, guard_layers=(4, 5), guard_margin=110, cross_attention=True)
+    assert p.call_modes(0) == p.call_modes(3) == (("direct-p", p.fp4), ("direct-p", p.fp4))
+    assert p.call_modes(4)[0][1] is p.call_modes(5)[0][1]
+    assert p.call_modes(4)[1] == ("direct-p-fp4", FP4Params(guard_margin=110.0))
+    assert Policy.build("fp8", 2).call_modes(1) == (("fp8", FP4Params()), ("bf16", FP4Params()))
+
+
 def test_steps_count_from_the_end():
     p = Policy.build("direct-p", 2, bf16_steps=(0, -1))
     flags = []

@@ -1,8 +1,11 @@
 """Device + mode -> kernel (DESIGN §4), input validation and visible exact fallbacks.
 
 `attention()` goes through the `wan_fp4::attention` custom op so that torch.compile(fullgraph=True)
-sees one opaque node. Kernels are looked up lazily by name; each kernel module exposes
-`is_supported(q, k, v, mode) -> (bool, reason)` and an attention function.
+sees one opaque node. The kernel is chosen inside the op's implementation (`AUTO`), which runs
+eagerly even under torch.compile: selection imports kernel modules, asks the device and logs, none
+of which dynamo can trace, and none of which should become a guard. Kernels are looked up lazily by
+name; each kernel module exposes `is_supported(q, k, v, mode) -> (bool, reason)` and an attention
+function.
 """
 from __future__ import annotations
 
@@ -28,6 +31,8 @@ _KERNELS = {
     "sm100-cute": ("wan_fp4.kernels.sm100", "sm100_attention"),
     "fp4-emulation": ("wan_fp4.kernels.emulation", "fp4_emulation_attention"),
 }
+_BUILTIN = ("reference", "emulation", "sdpa", "fa4")
+AUTO = "auto"  # the op's kernel argument when the caller forces none: selected at run time
 _warned: set[str] = set()
 
 
@@ -42,11 +47,9 @@ def attention(q, k, v, mode="direct-p", scale=None, *, fp4: FP4Params | None = N
     validate(q, k, v)
     scale = default_scale(q.shape[-1]) if scale is None else float(scale)
     fp4 = fp4 or FP4Params()
-    name = kernel if kernel is not None else kernel_for(q, mode, k, v, fp4=fp4)
     if kernel is not None:
-        ok, why = kernel_available(kernel, q, k, v, mode, fp4)
-        if not ok:
-            raise ValueError(f"kernel={kernel!r} cannot run this call: {why}")
+        _check_kernel_name(kernel)  # whether it can run this call is checked in the op
+    name = AUTO if kernel is None else kernel
     guard = math.nan if fp4.guard_margin is None else float(fp4.guard_margin)
     a, b = fp4.affine
     if return_lse:
@@ -88,6 +91,18 @@ def low_precision_head_dim_ok(head_dim: int) -> bool:
     return head_dim % 2 == 0 and head_dim <= MAX_HEAD_DIM
 
 
+def _check_kernel_name(name) -> None:
+    if name not in _BUILTIN and name not in _KERNELS:
+        raise ValueError(f"unknown kernel {name!r}; known: {', '.join(_BUILTIN)}, {', '.join(_KERNELS)}")
+
+
+def _capability(device) -> tuple[int, int] | None:
+    """(major, minor) of a CUDA device, None for any other device: the one question selection asks
+    the hardware (tests stand in a GPU here)."""
+    device = torch.device(device)
+    return torch.cuda.get_device_capability(device) if device.type == "cuda" else None
+
+
 def kernel_for(q, mode, k=None, v=None, *, fp4: FP4Params | None = None) -> str:
     """The kernel `attention` uses for these inputs: 'sdpa', 'fa4', 'reference', 'triton',
     'sm90-cute', 'sm100-cute', 'fp4-emulation' (Triton), 'emulation' (the torch reference on the
@@ -96,27 +111,28 @@ def kernel_for(q, mode, k=None, v=None, *, fp4: FP4Params | None = None) -> str:
     k = q if k is None else k
     v = k if v is None else v
     if mode == "bf16":
-        return "fa4" if q.is_cuda and _fa4_usable(q) else "sdpa"
+        return "fa4" if _fa4_usable(q) else "sdpa"
     if not low_precision_head_dim_ok(q.shape[-1]):
         _warn_once(f"head_dim {q.shape[-1]}: mode {mode!r} needs an even head dim <= {MAX_HEAD_DIM}; "
                    "falling back to exact bf16 attention")
         return "sdpa (bf16 fallback)"
-    if not q.is_cuda:
+    cap = _capability(q.device)
+    if cap is None:
         return "reference"
-    for name in _preferred_kernels(q.device, mode):
+    for name in _preferred_kernels(cap, mode):
         ok, why = kernel_available(name, q, k, v, mode, fp4)
         if ok:
             return name
         _warn_once(f"{name} not used for mode {mode!r}: {why}")
     # Same numerics as the kernels, in torch on the GPU: the exact emulation, slow.
-    major, minor = torch.cuda.get_device_capability(q.device)
+    major, minor = cap
     _warn_once(f"no GPU kernel for mode {mode!r} on sm_{major}{minor}: running the exact torch emulation "
                "on the GPU (same numerics, much slower)")
     return "emulation"
 
 
-def _preferred_kernels(device, mode):
-    major, minor = torch.cuda.get_device_capability(device)
+def _preferred_kernels(cap, mode):
+    major, minor = cap
     if mode == "direct-p-fp4":
         # Blackwell's native FP4; elsewhere the exact emulation on BF16 tensor cores (Triton)
         return (["sm100-cute"] if major == 10 else []) + ["fp4-emulation"]
@@ -131,8 +147,7 @@ def kernel_available(name, q, k, v, mode, fp4: FP4Params | None = None):
         return True, ""
     if name == "fa4":
         return (_fa4_usable(q), "flash-attn-4 (flash_attn.cute) is not installed or not usable here")
-    if name not in _KERNELS:
-        raise ValueError(f"unknown kernel {name!r}; known: reference, emulation, sdpa, fa4, {', '.join(_KERNELS)}")
+    _check_kernel_name(name)
     module = _kernel_module(name)
     if module is None:
         return False, f"{_KERNELS[name][0]} could not be imported"
@@ -167,9 +182,10 @@ def fa4_head_dim_ok(d: int, major: int) -> bool:
 
 
 def _fa4_usable(q):
-    if _fa4_import() is None or q.dtype not in (torch.bfloat16, torch.float16):
+    cap = _capability(q.device)
+    if cap is None or _fa4_import() is None or q.dtype not in (torch.bfloat16, torch.float16):
         return False
-    major = torch.cuda.get_device_capability(q.device)[0]
+    major = cap[0]
     return major in (9, 10) and fa4_head_dim_ok(q.shape[-1], major)
 
 
@@ -180,8 +196,18 @@ def _warn_once(message):
 
 
 # --------------------------------------------------------------------------- kernel execution
+def _select(q, k, v, mode, kernel, fp4) -> str:
+    if kernel == AUTO:
+        return kernel_for(q, mode, k, v, fp4=fp4)
+    ok, why = kernel_available(kernel, q, k, v, mode, fp4)
+    if not ok:
+        raise ValueError(f"kernel={kernel!r} cannot run this call: {why}")
+    return kernel
+
+
 def _run(q, k, v, mode, kernel, scale, a, b, guard, want_lse):
     fp4 = FP4Params(affine=(a, b), guard_margin=None if math.isnan(guard) else guard)
+    kernel = _select(q, k, v, mode, kernel, fp4)
     if kernel in ("reference", "emulation"):
         return reference.attention(q, k, v, mode, scale, fp4=fp4, return_lse=True)
     if kernel.startswith("sdpa") or kernel == "fa4":

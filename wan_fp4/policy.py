@@ -94,20 +94,29 @@ class Policy:
         return cls(mode, num_layers, steps, bf16, overrides, cross_attention, guard,
                    None if guard_margin is None else float(guard_margin), fp4)
 
-    def layer_mode(self, layer: int) -> tuple[str, FP4Params]:
-        """The mode of `layer` on a step that is not forced to bf16."""
+    def __post_init__(self):
+        # one object for every guarded layer: a compiled graph then sees the same map in each
+        self._guard_fp4 = FP4Params(affine=self.fp4.affine, guard_margin=self.guard_margin)
+
+    def layer_mode(self, layer: int | None) -> tuple[str, FP4Params]:
+        """The self-attention mode of `layer` (None: no layer known) on a step not forced to bf16."""
+        if layer is None:
+            return self.mode, self.fp4
         if layer in self.guard_layers:
-            return "direct-p-fp4", FP4Params(affine=self.fp4.affine, guard_margin=self.guard_margin)
+            return "direct-p-fp4", self._guard_fp4
         if layer in self.bf16_layers:
             return "bf16", self.fp4
         return self.layer_modes.get(layer, self.mode), self.fp4
 
+    def call_modes(self, layer: int | None) -> tuple[tuple[str, FP4Params], tuple[str, FP4Params]]:
+        """(self-attention, cross-attention) (mode, FP4Params) of `layer` on steps not forced to bf16."""
+        own = self.layer_mode(layer)
+        return own, (own if self.cross_attention else ("bf16", self.fp4))
+
     def mode_for(self, layer: int | None, is_cross: bool) -> tuple[str, FP4Params]:
-        if self.step_bf16 or (is_cross and not self.cross_attention):
+        if self.step_bf16:
             return "bf16", self.fp4
-        if layer is None:
-            return self.mode, self.fp4
-        return self.layer_mode(layer)
+        return self.call_modes(layer)[is_cross]
 
     # ----------------------------------------------------------------- steps
     def set_step(self, step: int | None, num_steps: int | None) -> None:

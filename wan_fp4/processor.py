@@ -108,12 +108,19 @@ class WanDirectPAttnProcessor(WanAttnProcessor):
         if policy is not None and not isinstance(policy, _policy.Policy):
             raise TypeError(f"policy must be a wan_fp4.policy.Policy or None, got {type(policy).__name__}")
         self.mode, self.fp4, self.layer_idx, self.policy = mode, fp4 or FP4Params(), layer_idx, policy
+        # The layer's modes are decided here, once (a policy's per-layer part is fixed). A compiled
+        # call then reads these values, which layers of one mode share, and never layer_idx: a
+        # block compiled once for all layers (regional compilation, or frames resumed after a graph
+        # break) gets one graph per distinct mode instead of one per layer.
+        self._call_modes = None if policy is None else policy.call_modes(layer_idx)
         self.calls: Counter = Counter()
 
     def mode_for(self, is_cross: bool) -> tuple[str, FP4Params]:
-        if self.policy is not None:
-            return self.policy.mode_for(self.layer_idx, is_cross)
-        return ("bf16" if is_cross else self.mode), self.fp4
+        if self.policy is None:
+            return ("bf16" if is_cross else self.mode), self.fp4
+        if self.policy.step_bf16:  # per call: the step hook sets it before each transformer call
+            return "bf16", self.fp4
+        return self._call_modes[is_cross]
 
     def __call__(self, attn: WanAttention, hidden_states, encoder_hidden_states=None, attention_mask=None,
                  rotary_emb=None):

@@ -8,7 +8,12 @@ What is measured, per variant (`VARIANTS`), in one run so the speed-ups share a 
     the attention share of a forward;
   * speed-up against `bf16-sdpa`, stock diffusers (WanAttnProcessor, diffusers' default "native"
     backend = torch SDPA, which picks cuDNN on Hopper);
-  * optionally (`--pipeline-steps N`) the wall time of a whole `pipe(...)` call per variant.
+  * optionally (`--pipeline-steps N`) the wall time of a whole `pipe(...)` call per variant;
+  * with `--compile`, every variant that torch.compile can trace timed compiled as well
+    (`eval.compiled`: mode, whole forward or regional), with the graphs, graph breaks and dynamo
+    warnings of its compile, and speed-ups against stock compiled as well as stock eager;
+  * each variant's forward output against stock eager (cosine, relative L2): what its speed costs.
+Opt-in stacks (`eval.stacks`): float8 linears (torchao), with and without direct-p attention.
 Before a variant's forwards, one attention call on a slice of the queries (full keys) estimates
 its forward; a variant that would not finish inside `--budget-s` is skipped and says why (the
 direct-p-fp4 *emulation* on Hopper is orders of magnitude slower than a kernel at 75,600 tokens).
@@ -35,6 +40,7 @@ import torch
 
 from ..modes import MODES
 from . import capture
+from .compiled import COMPILE_MODES, SCOPES
 
 BASELINE = "bf16-sdpa"
 
@@ -43,9 +49,15 @@ BASELINE = "bf16-sdpa"
 class Variant:
     name: str
     label: str
-    kind: str  # "stock" | "mode" | "fa4" | "peer" | "policy"
-    mode: str | None = None
+    kind: str  # "stock" | "mode" | "fa4" | "peer" | "policy" | "stack"
+    mode: str | None = None  # wan_fp4 attention mode; None on a stack: stock attention
     peer: str | None = None
+    linears: str | None = None  # a stack's linears (eval.stacks.LINEARS)
+
+    @property
+    def compilable(self) -> bool:
+        """Peers and fa4 replace calls through AttentionTap, which torch.compile does not trace."""
+        return self.kind in ("stock", "mode", "policy", "stack")
 
 
 VARIANTS = {
@@ -61,6 +73,11 @@ VARIANTS = {
                          "peer", peer="cudnn-fp8"),
     "sage1": Variant("sage1", "sageattention 1.x for self-attention (external control; cross stock)",
                      "peer", peer="sage1"),
+    "float8-linears": Variant("float8-linears", "stock attention + torchao float8 linears (rowwise scales)",
+                              "stack", linears="float8"),
+    "direct-p+float8-linears": Variant("direct-p+float8-linears",
+                                       "wan_fp4 direct-p + torchao float8 linears (rowwise scales)",
+                                       "stack", mode="direct-p", linears="float8"),
 }
 ALIASES = {"bf16": "bf16-sdpa"}  # a user's "bf16" is stock diffusers BF16
 DEFAULT_VARIANTS = ("bf16-sdpa", "bf16-fa4", "fp8", "direct-p", "direct-p-fp4", "cudnn-fp8")
@@ -179,15 +196,24 @@ class _Applied:
         self.cross, self.policy_kwargs, self.peers = cross_attention, policy_kwargs or {}, peers or {}
         self.handle = None
         self.handlers = []  # innermost attention handlers (replacements)
+        self.linears = None
 
     def __enter__(self):
         v = self.v
-        if v.kind in ("mode", "policy"):
+        if v.linears is not None:
+            from .stacks import Linears
+
+            self.linears = Linears(self.t, v.linears).__enter__()
+        if v.kind in ("mode", "policy") or (v.kind == "stack" and v.mode is not None):
             from .. import processor
 
             kwargs = dict(self.policy_kwargs) if v.kind == "policy" else {}
             kwargs.setdefault("cross_attention", self.cross)
-            self.handle = processor.enable(self.t, mode=kwargs.pop("mode", v.mode), **kwargs)
+            try:
+                self.handle = processor.enable(self.t, mode=kwargs.pop("mode", v.mode), **kwargs)
+            except Exception:
+                self.__exit__(None, None, None)  # `with` calls no __exit__ when __enter__ raises
+                raise
         elif v.kind == "fa4":
             self.handlers = [_all_calls_handler(self.peers["bf16-fa4"])]
         elif v.kind == "peer":
@@ -206,6 +232,8 @@ class _Applied:
     def __exit__(self, *exc):
         if self.handle is not None:
             self.handle.disable()
+        if self.linears is not None:
+            self.linears.__exit__(*exc)
         return False
 
 
@@ -256,7 +284,7 @@ def _probe_ms(transformer, variant: Variant, geom: Geometry, device, timer: Time
     q = torch.randn(1, sq, h, d, generator=g).to(device, transformer.dtype)
     k = torch.randn(1, s, h, d, generator=g).to(device, transformer.dtype)
     v = torch.randn(1, s, h, d, generator=g).to(device, transformer.dtype)
-    if variant.kind == "stock":
+    if variant.kind == "stock" or (variant.kind == "stack" and variant.mode is None):
         fn = lambda a, b, c: torch.nn.functional.scaled_dot_product_attention(  # noqa: E731
             a.transpose(1, 2), b.transpose(1, 2), c.transpose(1, 2)).transpose(1, 2)
     elif variant.kind == "fa4":
@@ -279,11 +307,19 @@ def _probe_ms(transformer, variant: Variant, geom: Geometry, device, timer: Time
 
 
 def time_variant(transformer, variant: Variant, inputs: dict, *, geom: Geometry, timer: Timer, warmup: int,
-                 repeats: int, cross_attention=False, policy_kwargs=None, peers=None, progress=None) -> dict:
-    """Forward times (ms), per-call attention times and kernels of one variant."""
+                 repeats: int, cross_attention=False, policy_kwargs=None, peers=None, progress=None,
+                 compile_settings=None) -> dict:
+    """Forward times (ms), per-call attention times and kernels of one variant; with
+    `compile_settings` also its compiled forward times (`res["compiled"]`). `res["outputs"]` holds
+    the forward output, eager and compiled (CPU float32), for the caller's drift figures."""
+    from .compiled import time_compiled
+
     res = {"label": variant.label}
+    outputs = {}
     with torch.inference_mode(), _Applied(transformer, variant, timer=timer, cross_attention=cross_attention,
                                           policy_kwargs=policy_kwargs, peers=peers) as applied:
+        if applied.linears is not None:
+            res["quantized_linears"] = applied.linears.count
         # Only variants that replace calls go through the tap; the others run untouched.
         tap = capture.AttentionTap(transformer, applied.handlers) if applied.handlers else contextlib.nullcontext()
         with tap:
@@ -292,10 +328,12 @@ def time_variant(transformer, variant: Variant, inputs: dict, *, geom: Geometry,
                 _tick(progress)
             applied.reset_counts()
             handles = []
-            for _ in range(repeats):
+            for i in range(repeats):
                 t0 = timer.start()
-                transformer(**inputs)
+                out = transformer(**inputs)
                 handles.append(timer.stop(t0))
+                if i == 0:
+                    outputs["eager"] = out[0].float().cpu()
                 _tick(progress)
             timer.sync()
         if applied.handlers:
@@ -310,6 +348,14 @@ def time_variant(transformer, variant: Variant, inputs: dict, *, geom: Geometry,
             inst = timer.stop(t0)
             _tick(progress)
         calls = ct.summary()
+        if compile_settings is not None:
+            if variant.compilable:
+                res["compiled"], outputs["compiled"] = time_compiled(
+                    transformer, inputs, compile_settings, timer=timer, warmup=warmup, repeats=repeats,
+                    progress=progress)
+            else:
+                res["compiled"] = {"skipped": "replaces attention calls through AttentionTap, which "
+                                              "torch.compile does not trace"}
     inst_ms = timer.elapsed_ms(inst)
     attn_ms = sum(c["total_ms"] for c in calls.values())
     res.update(
@@ -318,7 +364,7 @@ def time_variant(transformer, variant: Variant, inputs: dict, *, geom: Geometry,
         attention={"per_kind": calls, "instrumented_forward_ms": inst_ms, "total_ms": attn_ms,
                    "share": attn_ms / inst_ms if inst_ms > 0 else math.nan,
                    "self_share": calls.get("self", {}).get("total_ms", 0.0) / inst_ms if inst_ms > 0 else math.nan},
-        kernels=kernels)
+        kernels=kernels, outputs=outputs)
     return res
 
 
@@ -328,20 +374,30 @@ def _tick(progress):
 
 
 def time_pipeline(pipe, variant: Variant, *, geom: Geometry, steps: int, guidance: float, timer: Timer,
-                  cross_attention=False, policy_kwargs=None, peers=None, seed=0) -> dict:
+                  cross_attention=False, policy_kwargs=None, peers=None, seed=0, compile_settings=None,
+                  scale_to=None) -> dict:
     """Wall time of one whole pipe(...) call (text encoding, `steps` denoising steps with CFG, VAE
-    decode) with this variant's attention. Synchronised wall clock: it spans CPU work too."""
+    decode) with this variant, and its breakdown (`video_time.time_video`). With `compile_settings`
+    the transformer is compiled in place, and a first 2-step call compiles before the timed one.
+    Synchronised wall clock: it spans CPU work too."""
+    from .compiled import compiled
+    from .video_time import time_video
+
+    run = dict(height=geom.height, width=geom.width, frames=geom.frames, guidance=guidance, sync=timer.sync,
+               seed=seed)
     with torch.inference_mode(), _Applied(pipe.transformer, variant, timer=timer, cross_attention=cross_attention,
                                           policy_kwargs=policy_kwargs, peers=peers) as applied:
-        with capture.AttentionTap(pipe, applied.handlers):
-            timer.sync()
-            t0 = time.perf_counter()
-            pipe(prompt="a red vintage car on a coastal road", height=geom.height, width=geom.width,
-                 num_frames=geom.frames, num_inference_steps=steps, guidance_scale=guidance,
-                 generator=torch.Generator("cpu").manual_seed(seed), output_type="np")
-            timer.sync()
-            seconds = time.perf_counter() - t0
-    return {"seconds": seconds, "steps": steps}
+        # Only variants that replace calls go through the tap (its per-layer hooks would also
+        # give a compiled block one graph per layer).
+        tap = capture.AttentionTap(pipe, applied.handlers) if applied.handlers else contextlib.nullcontext()
+        with tap:
+            if compile_settings is None:
+                return time_video(pipe, steps=steps, scale_to=scale_to, **run)
+            with compiled(pipe.transformer, compile_settings) as report:
+                warm = time_video(pipe, steps=2, **run)
+                out = time_video(pipe, steps=steps, scale_to=scale_to, **run)
+            out.update(first_call_s=warm["seconds"], dynamo=report.as_dict())
+            return out
 
 
 # --------------------------------------------------------------------------- the run
@@ -360,10 +416,17 @@ class Settings:
     schedule_steps: int = 50
     guidance: float = 5.0
     cross_attention: bool = False
+    compile_mode: str | None = None  # None: eager only; else one of compiled.COMPILE_MODES
+    compile_scope: str = "full"
     device: str | None = None
     dtype: str = "bfloat16"
     progress: bool = True
     extra: dict = field(default_factory=dict)
+
+    def compile_settings(self):
+        from .compiled import CompileSettings
+
+        return None if self.compile_mode is None else CompileSettings(self.compile_mode, self.compile_scope)
 
 
 def check_variants(names) -> tuple:
@@ -377,8 +440,24 @@ def check_variants(names) -> tuple:
     return names
 
 
+def unavailable_stacks(names, device) -> dict:
+    """{variant: reason} for the chosen stack variants that cannot run on `device`."""
+    from .stacks import StackUnavailable, check_available
+
+    missing = {}
+    for name in names:
+        v = VARIANTS.get(name)
+        if v is not None and v.linears is not None:
+            try:
+                check_available(v.linears, device)
+            except StackUnavailable as exc:
+                missing[name] = str(exc)
+    return missing
+
+
 def measure(pipe, settings: Settings, *, device) -> dict:
     """Run the latency measurement on a loaded pipeline; returns the JSON-ready result."""
+    from . import metrics
     from . import policies as P
 
     device = torch.device(device)
@@ -393,6 +472,8 @@ def measure(pipe, settings: Settings, *, device) -> dict:
         names.insert(0, BASELINE)  # speed-ups need the baseline measured in the same run
     policy_specs = P.resolve(settings.policies, transformer.config.num_layers)
     peers, missing = resolve_peers(names, device)
+    missing.update(unavailable_stacks(names, device))
+    compile_settings = settings.compile_settings()
     started = time.perf_counter()
     results, skipped = {}, dict(missing)
     order = [n for n in names if n not in skipped]
@@ -400,6 +481,10 @@ def measure(pipe, settings: Settings, *, device) -> dict:
     jobs += [(f"policy:{p.name}", Variant(f"policy:{p.name}", p.description, "policy", mode=p.mode), p)
              for p in policy_specs]
     per_job = settings.warmup + settings.repeats + 1
+    if compile_settings is not None:
+        per_job += settings.repeats
+    compile_s = 0.0  # the last compiled variant's first call: the estimate for the next one
+    outputs = {}
     from tqdm.auto import tqdm
 
     with tqdm(total=per_job * len(jobs), desc="latency", unit="fwd", disable=not settings.progress) as bar:
@@ -413,6 +498,8 @@ def measure(pipe, settings: Settings, *, device) -> dict:
                 if base is not None:
                     rest = max(0.0, base["forward_ms"]["median"] - base["attention"]["total_ms"])
                 est_s = (est_attn + rest) * per_job / 1e3
+                if compile_settings is not None and variant.compilable:
+                    est_s += compile_s
                 if name != BASELINE and est_s > left:
                     raise Skip(f"estimated {est_s:.0f} s for {per_job} forwards (attention probe "
                                f"{est_attn / 1e3:.2f} s per forward) exceeds the {left:.0f} s left of "
@@ -420,8 +507,11 @@ def measure(pipe, settings: Settings, *, device) -> dict:
                 kwargs = spec.layer_kwargs() if spec is not None else None
                 r = time_variant(transformer, variant, inputs, geom=geom, timer=timer, warmup=settings.warmup,
                                  repeats=settings.repeats, cross_attention=settings.cross_attention,
-                                 policy_kwargs=kwargs, peers=peers, progress=bar)
+                                 policy_kwargs=kwargs, peers=peers, progress=bar,
+                                 compile_settings=compile_settings)
                 r["probe_attention_ms_per_forward"] = est_attn
+                outputs[name] = r.pop("outputs")
+                compile_s = r.get("compiled", {}).get("first_call_s", compile_s)
                 results[name] = r
             except Skip as exc:
                 skipped[name] = str(exc)
@@ -434,8 +524,17 @@ def measure(pipe, settings: Settings, *, device) -> dict:
             if timer.cuda:
                 torch.cuda.empty_cache()
     base_ms = results[BASELINE]["forward_ms"]["median"] if BASELINE in results else math.nan
+    base_compiled_ms = results.get(BASELINE, {}).get("compiled", {}).get("forward_ms", {}).get("median", math.nan)
+    reference = outputs.get(BASELINE, {}).get("eager")
     for name, r in results.items():
         r["speedup_vs_stock"] = base_ms / r["forward_ms"]["median"]
+        c = r.get("compiled", {})
+        if "forward_ms" in c:
+            c["speedup_vs_stock"] = base_ms / c["forward_ms"]["median"]
+            c["speedup_vs_stock_compiled"] = base_compiled_ms / c["forward_ms"]["median"]
+        if reference is not None:  # the forward output against stock eager: what the speed costs
+            r["drift_vs_stock"] = {how: {k: v for k, v in metrics.compare(out, reference).items() if k != "finite"}
+                                   for how, out in outputs.get(name, {}).items()}
     policy_rows = []
     for spec in policy_specs:
         r = results.get(f"policy:{spec.name}")
@@ -451,23 +550,33 @@ def measure(pipe, settings: Settings, *, device) -> dict:
     return {"tokens": tokens, "geometry": {"height": geom.height, "width": geom.width, "frames": geom.frames,
                                            "latent_shape": list(inputs["hidden_states"].shape),
                                            "text_tokens": geom.text_tokens},
-            "timing": timer.method, "baseline": BASELINE, "variants": results, "skipped": skipped,
+            "timing": timer.method, "baseline": BASELINE,
+            "compile": None if compile_settings is None else {"mode": compile_settings.mode,
+                                                              "scope": compile_settings.scope},
+            "variants": results, "skipped": skipped,
             "policies": policy_rows, "pipeline": pipeline, "seconds": time.perf_counter() - started}
 
 
 def _pipeline_times(pipe, settings, geom, timer, peers, results, policy_specs):
     if not hasattr(pipe, "vae") or pipe.vae is None:
         return {"skipped": "the model has no VAE/text encoder"}
-    out = {"steps": settings.pipeline_steps, "guidance": settings.guidance, "runs": {}}
+    compile_settings = settings.compile_settings()
+    out = {"steps": settings.pipeline_steps, "scaled_to_steps": settings.schedule_steps,
+           "guidance": settings.guidance, "runs": {}, "compiled_runs": {}}
     names = [n for n in results if not n.startswith("policy:")]
-    warm = False
+    common = dict(geom=geom, guidance=settings.guidance, timer=timer, cross_attention=settings.cross_attention,
+                  peers=peers, scale_to=settings.schedule_steps)
+    # VAE and text encoder warm-up, once
+    time_pipeline(pipe, VARIANTS[BASELINE], geom=geom, steps=1, guidance=settings.guidance, timer=timer)
     for name in names:
-        if not warm:  # VAE and text encoder warm-up, once
-            time_pipeline(pipe, VARIANTS[BASELINE], geom=geom, steps=1, guidance=settings.guidance, timer=timer)
-            warm = True
-        out["runs"][name] = time_pipeline(pipe, VARIANTS[name], geom=geom, steps=settings.pipeline_steps,
-                                          guidance=settings.guidance, timer=timer,
-                                          cross_attention=settings.cross_attention, peers=peers)
+        for how, cs in (("runs", None), ("compiled_runs", compile_settings)):
+            if how == "compiled_runs" and (cs is None or not VARIANTS[name].compilable):
+                continue
+            try:
+                out[how][name] = time_pipeline(pipe, VARIANTS[name], steps=settings.pipeline_steps,
+                                               compile_settings=cs, **common)
+            except Exception as exc:  # one failing run must not lose the others' numbers
+                out[how][name] = {"failed": f"{type(exc).__name__}: {exc}"}
     return out
 
 
@@ -485,12 +594,48 @@ def table(result: dict) -> str:
                      f"{pk.get('cross', {}).get('median_ms', math.nan):>14.3f}")
     for name, why in result["skipped"].items():
         lines.append(f"{name:<{w}} skipped: {why}")
+    if result.get("compile"):
+        lines += compiled_table(result, w)
     for p in result["policies"]:
         lines.append(f"policy {p['policy']:<{w - 7}} {p['schedule_steps']}-step run {p['run_s_cfg']:.1f} s, "
                      f"{p['speedup_vs_stock']:.3f}x vs stock")
-    for name, r in result.get("pipeline", {}).get("runs", {}).items():
-        lines.append(f"pipeline {name:<{w - 9}} {r['seconds']:.2f} s for {r['steps']} steps")
+    pipeline = result.get("pipeline", {})
+    for how in ("runs", "compiled_runs"):
+        for name, r in pipeline.get(how, {}).items():
+            if "failed" in r:
+                lines.append(f"pipeline {name:<{w - 9}} failed: {r['failed']}")
+                continue
+            scaled = (f"; scaled to {r['scaled_to_steps']} steps {r['scaled_seconds']:.2f} s"
+                      if "scaled_seconds" in r else "")
+            lines.append(f"pipeline {name + (' compiled' if how == 'compiled_runs' else ''):<{w - 9}} "
+                         f"{r['seconds']:.2f} s for {r['steps']} steps (text {r['text_encoding_s']:.2f} s, "
+                         f"denoise {r['denoise_s']:.2f} s, VAE decode {r['vae_decode_s']:.2f} s, "
+                         f"to numpy {r['postprocess_s']:.2f} s){scaled}")
     return "\n".join(lines)
+
+
+def compiled_table(result: dict, w: int) -> list[str]:
+    """Eager and compiled forwards side by side, both speed-ups, dynamo's counts and the drift."""
+    c = result["compile"]
+    lines = ["", f"torch.compile mode={c['mode']} scope={c['scope']}; speed-ups vs stock {BASELINE} eager and "
+                 "compiled; drift: relative L2 of the forward output vs stock eager",
+             f"{'variant':<{w}} {'eager ms':>10} {'compiled ms':>12} {'1st call s':>10} {'vs eager':>9} "
+             f"{'vs compiled':>11} {'graphs':>6} {'breaks':>6} {'drift eager':>11} {'drift comp.':>11}"]
+    for name, r in result["variants"].items():
+        comp = r.get("compiled", {})
+        drift = r.get("drift_vs_stock", {})
+        if "forward_ms" not in comp:
+            lines.append(f"{name:<{w}} {r['forward_ms']['median']:>10.2f} compiled: {comp.get('skipped', '-')}")
+            continue
+        d = comp["dynamo"]
+        lines.append(f"{name:<{w}} {r['forward_ms']['median']:>10.2f} {comp['forward_ms']['median']:>12.2f} "
+                     f"{comp['first_call_s']:>10.1f} {comp['speedup_vs_stock']:>8.3f}x "
+                     f"{comp['speedup_vs_stock_compiled']:>10.3f}x {d['graphs']:>6} {d['graph_breaks']:>6} "
+                     f"{drift.get('eager', {}).get('rel_l2', math.nan):>11.2e} "
+                     f"{drift.get('compiled', {}).get('rel_l2', math.nan):>11.2e}")
+        for warning in d["warnings"]:
+            lines.append(f"{'':<{w}} dynamo warning: {warning}")
+    return lines
 
 
 def _clean(obj):
@@ -520,15 +665,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--policies", default="",
                    help="comma-separated policies to time (see wan_fp4.eval.policies; 'all' for every one)")
     p.add_argument("--steps", "--schedule-steps", dest="schedule_steps", type=int, default=50,
-                   help="denoising steps of the run that policy speed-ups are modelled for (default 50)")
+                   help="denoising steps of the run that policy speed-ups are modelled for, and that "
+                        "--pipeline-steps runs are scaled to (default 50)")
     p.add_argument("--warmup", type=int, default=1, help="untimed forwards per variant (default 1)")
     p.add_argument("--repeats", type=int, default=3, help="timed forwards per variant (default 3)")
     p.add_argument("--budget-s", type=float, default=420.0,
                    help="seconds for all variants: one whose estimated time exceeds what is left is skipped "
                         "(default 420, so a run with model build fits a 9-minute job)")
     p.add_argument("--pipeline-steps", type=int, default=0,
-                   help="also time a whole pipe(...) call with this many steps per variant (default 0: off)")
+                   help="also time a whole pipe(...) call with this many steps per variant, with its breakdown "
+                        "(text encoding, denoising, VAE decode), scaled to --steps; eager and, with --compile, "
+                        "compiled (default 0: off)")
     p.add_argument("--guidance", type=float, default=5.0, help="CFG scale for --pipeline-steps (default 5.0)")
+    p.add_argument("--compile", action="store_true",
+                   help="also time every variant torch.compile can trace compiled (stock compiled is then the "
+                        "baseline users compare with; both speed-ups are shown)")
+    p.add_argument("--compile-mode", default="default", choices=COMPILE_MODES,
+                   help="torch.compile mode for --compile (default: default; reduce-overhead uses CUDA graphs)")
+    p.add_argument("--compile-scope", default="full", choices=SCOPES,
+                   help="full: torch.compile of the whole forward; blocks: diffusers' regional compilation "
+                        "(compile_repeated_blocks), much shorter compiles (default full)")
     p.add_argument("--cross-attention", action="store_true",
                    help="run cross-attention in the low-precision mode too (default: self-attention only)")
     p.add_argument("--device", help="torch device (default cuda if available, else cpu)")
@@ -594,6 +750,7 @@ def main(argv=None) -> int:
                         budget_s=args.budget_s, pipeline_steps=args.pipeline_steps,
                         schedule_steps=args.schedule_steps, guidance=args.guidance,
                         cross_attention=args.cross_attention, device=str(device), dtype=args.dtype,
+                        compile_mode=args.compile_mode if args.compile else None, compile_scope=args.compile_scope,
                         progress=not args.no_progress)
     result = measure(pipe, settings, device=device)
     cfg = pipe.transformer.config
