@@ -14,8 +14,10 @@ Which mode the backend runs:
     (and read at trace time by torch.compile, which recompiles when it changes).
 
 Context parallelism: the backend declares `supports_context_parallel=True` and hands diffusers'
-templated Ulysses / ring machinery a forward op that returns the LSE in diffusers' (B, S, H)
-layout; the op is inference-only (its backward raises).
+templated machinery a forward op that returns the LSE in diffusers' (B, S, H) layout, so every
+`ContextParallelConfig(ulysses_degree=U, ring_degree=R)` runs: Ulysses (R = 1), ring (U = 1) and
+the hybrid (diffusers' unified attention: a Ulysses all-to-all inside groups of U ranks, then ring
+attention across the R groups on the local heads). The op is inference-only (its backward raises).
 
 diffusers' `ModelMixin.set_attention_backend` also sets the *global* active backend, which then
 leaks into every other model (VAE, text encoder, other pipelines) and survives
@@ -154,8 +156,9 @@ def _run(query, key, value, scale, return_lse, mode, fp4):
 
 def _cp_forward_op(ctx, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                    enable_gqa=False, return_lse=False, _save_ctx=True, _parallel_config=None, *, mode, fp4):
-    """forward_op for diffusers' templated Ulysses/ring attention: runs on the local heads (Ulysses)
-    or one KV chunk (ring, which asks for return_lse=True and merges chunks by LSE)."""
+    """forward_op for diffusers' templated attention: runs on the local heads (Ulysses), one KV
+    chunk (ring, which asks for return_lse=True and merges chunks by LSE), or one KV chunk of the
+    local heads (hybrid)."""
     _refuse_unsupported(attn_mask, dropout_p, is_causal, enable_gqa)
     return _run(query, key, value, scale, return_lse, mode, fp4)
 
