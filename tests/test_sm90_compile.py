@@ -21,9 +21,9 @@ from wan_fp4.kernels.sm90.compile import compile_kernel, cubin_of, ptx_of  # noq
 from wan_fp4.kernels.sm90.layout import ONES_ROWS, SIGMA, key_permutation, sm90_v_layout  # noqa: E402
 from ptx_addressing import AddressAudit, global_accesses  # noqa: E402
 
-# --keep-* also writes files; keep them out of the working directory
-DUMP = Path(tempfile.gettempdir()) / "wan_fp4_sm90_dump"
-DUMP.mkdir(parents=True, exist_ok=True)
+# --keep-* also writes files, which ptx_of reads back later: a directory of this process's own, so
+# that neither the working directory nor another test run's compiles can touch them.
+DUMP = Path(tempfile.mkdtemp(prefix="wan_fp4_sm90_dump_"))
 KEEP = f"--keep-ptx --keep-cubin --dump-dir {DUMP}"
 
 
@@ -317,3 +317,14 @@ def test_huge_scores_raise_before_the_launch(monkeypatch):
     q, k, v = (torch.randn(1, 130, 1, 64, generator=g) for _ in range(3))
     with pytest.raises(ValueError, match="direct-p: q . k"):
         sm90.sm90_attention(q * 1e8, k, v, "direct-p")
+
+
+def test_prebuilt_kernel_counts_as_available_before_its_shim_is_linked(monkeypatch, tmp_path, shim_toolchain):
+    # Without the DSL (a bare GPU image), a committed object whose shim was never linked on this
+    # machine must still select the sm90 kernel: linking is part of first use.
+    monkeypatch.setattr(sm90, "_dsl_available", lambda: False)
+    monkeypatch.setenv("WAN_FP4_CACHE", str(tmp_path))
+    for head_dim in (64, 128):
+        assert sm90.source_reason("direct-p", head_dim) == (True, "")
+    assert sorted(p.name for p in tmp_path.rglob("*.so")) == ["libwanfp4_sm90_directp_d128.so",
+                                                               "libwanfp4_sm90_directp_d64.so"]

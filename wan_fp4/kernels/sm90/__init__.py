@@ -64,11 +64,17 @@ def is_supported(q, k, v, mode, fp4=None) -> tuple[bool, str]:
     why = shape_reason(b, h, s_q, k.shape[1])
     if why:
         return False, why
+    return source_reason(mode, d)
+
+
+def source_reason(mode: str, head_dim: int) -> tuple[bool, str]:
+    """Whether a kernel for (mode, D) can be had: the DSL to JIT it, or a usable prebuilt object,
+    whose shim is linked here on first use (a fresh machine has none linked yet)."""
     if not _dsl_available():
         from .aot import find
 
-        if find(mode, d, build=False) is None:
-            return False, "nvidia-cutlass-dsl (cutlass) is not installed and no prebuilt kernel is built"
+        if find(mode, head_dim) is None:
+            return False, "nvidia-cutlass-dsl (cutlass) is not installed and no prebuilt kernel is usable"
     return True, ""
 
 
