@@ -197,3 +197,21 @@ def test_bad_arguments_are_named():
         prepare.prepare_fp8(q, k, v[:, :5])
     with pytest.raises(ValueError, match="backend"):
         prepare.prepare_fp8(q, k, v, backend="cuda")
+
+
+def test_score_range_check_reads_nothing_back_while_a_cuda_graph_is_captured(monkeypatch, caplog):
+    # .item() during capture is a CUDA error: the check must stay out of the way there, and say so.
+    from wan_fp4.kernels import prepare
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 130, 1, 64, generator=g) for _ in range(3))
+    ops = prepare.prepare_fp8(q * 1e8, k, v)
+    with pytest.raises(ValueError, match="direct-p"):
+        ops.check_score_range("direct-p", 0.125)
+    monkeypatch.setattr(prepare, "capturing", lambda: True)
+    monkeypatch.setattr(prepare, "_skipped_in_capture", [])
+    monkeypatch.setattr(torch.Tensor, "item", lambda self: pytest.fail("read back during capture"))
+    with caplog.at_level("WARNING", logger="wan_fp4"):
+        ops.check_score_range("direct-p", 0.125)
+        ops.check_score_range("direct-p", 0.125)
+    assert sum("CUDA graph capture" in r.message for r in caplog.records) == 1

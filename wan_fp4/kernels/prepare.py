@@ -34,6 +34,7 @@ scripts/check_triton_device.py on the GPU). Two implementations:
 """
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from functools import lru_cache
@@ -42,6 +43,14 @@ import torch
 
 from ..modes import E4M3_MAX, QK_SCALE_BLOCK, TILE_N
 from ..reference import check_score_range, key_mean, log2_scale
+
+log = logging.getLogger("wan_fp4")
+_skipped_in_capture: list = []
+
+
+def capturing() -> bool:
+    """Whether the current CUDA stream is capturing a graph (nothing may synchronise then)."""
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 try:  # Triton is optional: CPU installs use the torch path.
     import triton
@@ -69,7 +78,16 @@ class PreparedFP8:
 
     def check_score_range(self, mode: str, scale: float) -> None:
         """Raise before a launch whose scores would exceed what `mode`'s FP32 arithmetic
-        represents (reference.check_score_range; the reference raises for the same inputs)."""
+        represents (reference.check_score_range; the reference raises for the same inputs).
+
+        The check reads one number back from the device, which CUDA graph capture forbids: while
+        a graph is being captured it is skipped (logged once), so a graph captured on ordinary
+        inputs replays without it."""
+        if capturing():
+            if not _skipped_in_capture:
+                _skipped_in_capture.append(True)
+                log.warning("wan_fp4: the score-range check is skipped inside CUDA graph capture")
+            return
         check_score_range(mode, log2_scale(scale), self.q8, self.q_scale, self.k8, self.k_scale)
 
     def plain_v8t(self) -> torch.Tensor:
