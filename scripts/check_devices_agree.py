@@ -9,6 +9,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import wan_fp4  # noqa: E402
+from wan_fp4.eval.metrics import rel_l2  # noqa: E402
 
 
 def main():
@@ -26,7 +27,7 @@ def main():
                 kernels.append(wan_fp4.kernel_for(qd, mode, kd, vd))
                 outs.append(wan_fp4.attention(qd, kd, vd, mode).cpu())
         same = all(torch.equal(outs[0], o) for o in outs[1:])
-        diff = max(((o.float() - outs[0].float()).norm() / outs[0].float().norm()).item() for o in outs[1:])
+        diff = max(rel_l2(o, outs[0]) for o in outs[1:])
         print(f"{mode}: kernels per GPU {kernels}, bit-identical {same}, max rel-L2 vs GPU 0 {diff:.2e}")
         ok &= same and len(set(kernels)) == 1
     return 0 if ok else 1

@@ -38,6 +38,7 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
 
 from wan_fp4 import reference  # noqa: E402
+from wan_fp4.eval.metrics import max_abs, rel_l2  # noqa: E402
 from wan_fp4.kernels import sm90  # noqa: E402
 from wan_fp4.kernels.prepare import prepare_fp8  # noqa: E402
 from wan_fp4.kernels.sm90 import aot  # noqa: E402
@@ -51,8 +52,7 @@ def _rand(b, s, h, d, gen):
 
 
 def _rel(a, b):
-    a, b = a.float(), b.float()
-    return ((a - b).norm() / b.norm()).item(), (a - b).abs().max().item()
+    return rel_l2(a, b), max_abs(a, b)
 
 
 PREBUILT = None  # launch's prebuilt argument: None = AOT kernel if usable, else JIT

@@ -33,10 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for wan_fp4
 
-
-def rel_l2(a, b):
-    a, b = a.double(), b.double()
-    return ((a - b).norm() / b.norm()).item()
+from wan_fp4.eval.metrics import rel_l2  # noqa: E402
 
 
 def _mismatch(a, b):

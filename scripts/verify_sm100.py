@@ -43,6 +43,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from wan_fp4 import reference  # noqa: E402
+from wan_fp4.eval.metrics import max_abs, rel_l2  # noqa: E402
 from wan_fp4.kernels import sm100  # noqa: E402
 from wan_fp4.kernels.sm100.launch import launch  # noqa: E402
 from wan_fp4.modes import FP4Params  # noqa: E402
@@ -68,9 +69,7 @@ def _inputs(b, sq, skv, h, seed):
 
 
 def _errors(x, ref):
-    x, ref = x.double(), ref.double()
-    rel = ((x - ref).norm() / ref.norm().clamp_min(1e-30)).item()
-    return rel, (x - ref).abs().max().item(), ref.abs().max().item()
+    return rel_l2(x, ref), max_abs(x, ref), ref.double().abs().max().item()
 
 
 def check(fp4: FP4Params) -> list[dict]:

@@ -24,7 +24,7 @@ def test_compare_against_float64_numpy():
 
 def test_compare_closed_forms():
     ref = torch.randn(2, 5, 7, dtype=torch.float64)  # float64 so 3 * ref is exact to an ulp
-    assert compare(ref, ref) == {"cosine": 1.0, "rel_l2": 0.0, "max_abs": 0.0}
+    assert compare(ref, ref) == {"cosine": 1.0, "rel_l2": 0.0, "max_abs": 0.0, "finite": True}
     scaled = compare(3 * ref, ref)  # same direction, twice the reference away
     assert scaled["cosine"] == pytest.approx(1.0, abs=1e-12) and scaled["rel_l2"] == pytest.approx(2.0, rel=1e-12)
     flipped = compare(-ref, ref)

@@ -24,6 +24,14 @@ def test_compare_flags_non_finite_and_rejects_bad_inputs():
         M.compare(torch.ones(3), torch.ones(4))
     with pytest.raises(ValueError, match="all zeros"):
         M.rel_l2(torch.ones(2), torch.zeros(2))
+    # same size, other layout (e.g. a transposed output): an error, not a silently wrong number
+    with pytest.raises(ValueError, match="shapes differ"):
+        M.rel_l2(torch.ones(2, 3), torch.ones(3, 2))
+
+
+def test_identical_tensors_give_exact_cosine_one():
+    x = torch.randn(4097, generator=torch.Generator().manual_seed(3))
+    assert M.cosine(x, x.clone()) == 1.0 and M.rel_l2(x.bfloat16(), x.bfloat16()) == 0.0
 
 
 def test_trajectory_drift_per_step():

@@ -29,6 +29,7 @@ triton = pytest.importorskip("triton", reason="triton is not installed: the emul
 import triton.language as tl  # noqa: E402
 
 from wan_fp4 import formats, reference  # noqa: E402
+from wan_fp4.eval.metrics import rel_l2 as _rel_l2  # noqa: E402
 from wan_fp4.modes import AFFINE_GENERIC, AFFINE_WAN, FP4Params, FP4RangeWarning  # noqa: E402
 from wan_fp4.kernels import emulation as emu  # noqa: E402
 from wan_fp4.kernels.emulation import fp4_kernel  # noqa: E402
@@ -51,11 +52,6 @@ def _inputs(b, sq, skv, h, d, seed, q_std=1.0):
     k = torch.randn(b, skv, h, d, generator=g) * 1.5 + torch.randn(b, 1, h, d, generator=g)
     v = torch.randn(b, skv, h, d, generator=g)
     return q.bfloat16(), k.bfloat16(), v.bfloat16()
-
-
-def _rel_l2(a, b):
-    a, b = a.double(), b.double()
-    return ((a - b).norm() / b.norm()).item()
 
 
 # --------------------------------------------------------------------------------- E2M1 helper

@@ -8,6 +8,7 @@ from diffusers.models.attention_dispatch import AttentionBackendName, _Attention
 from diffusers.models.transformers.transformer_wan import WanAttnProcessor
 
 from wan_fp4 import dispatch
+from wan_fp4.eval.metrics import rel_l2
 from wan_fp4.modes import FP4Params
 from wan_fp4.processor import WanDirectPAttnProcessor, disable, enable
 
@@ -26,10 +27,6 @@ def inputs(i2v=False, seed=1, dtype=torch.float32, frames=3, size=8):
 @torch.no_grad()
 def run(model, args, kw):
     return model(*args, **kw, return_dict=False)[0]
-
-
-def rel_l2(a, b):
-    return ((a.float() - b.float()).norm() / b.float().norm()).item()
 
 
 def sdpa_like_native(q, k, v, mode="direct-p", scale=None, *, fp4=None, return_lse=False):

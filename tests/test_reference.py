@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from wan_fp4 import formats, reference
+from wan_fp4.eval.metrics import rel_l2 as _rel
 from wan_fp4.modes import AFFINE_WAN, FP4Params, FP4RangeWarning
 
 LOW_PRECISION = ("fp8", "direct-p", "direct-p-fp4")
@@ -23,10 +24,6 @@ def _exact(q, k, v, scale=None):
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
     s = torch.einsum("bqhd,bkhd->bhqk", q.double(), k.double()) * scale
     return torch.einsum("bhqk,bkhd->bqhd", torch.softmax(s, dim=-1), v.double()), torch.logsumexp(s, -1)
-
-
-def _rel(a, b):
-    return ((a.double() - b.double()).norm() / b.double().norm()).item()
 
 
 @pytest.mark.parametrize("shape", [(1, 200, 333, 3, 64), (2, 129, 129, 2, 128), (1, 70, 512, 1, 256),

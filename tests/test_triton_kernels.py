@@ -27,6 +27,7 @@ pytest.importorskip("triton", reason="triton is not installed: the Triton kernel
 
 import wan_fp4  # noqa: E402
 from wan_fp4 import reference  # noqa: E402
+from wan_fp4.eval.metrics import rel_l2 as _rel_l2  # noqa: E402
 from wan_fp4.kernels import prepare  # noqa: E402
 
 if type(prepare._quant_rows_kernel).__name__ != "InterpretedFunction":
@@ -52,11 +53,6 @@ def _exact(q, k, v, scale):
     qd, kd, vd = (t.double().transpose(1, 2) for t in (q, k, v))
     p = torch.softmax(qd @ kd.transpose(-1, -2) * scale, dim=-1)
     return (p @ vd).transpose(1, 2)
-
-
-def _rel_l2(a, b):
-    a, b = a.double(), b.double()
-    return ((a - b).norm() / b.norm()).item()
 
 
 CASES = [  # (B, Sq, Skv, H, D): ragged tiles, Sq != Skv both ways, B > 1, both head dims

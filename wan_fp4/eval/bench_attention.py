@@ -21,6 +21,7 @@ import torch
 import wan_fp4
 from wan_fp4 import reference
 from wan_fp4.dispatch import kernel_available
+from wan_fp4.eval.metrics import rel_l2
 from wan_fp4.eval.peers import PEER_LABELS, available_peers
 
 WAN_SHAPES = ["1x12x32760x128", "1x40x32760x128", "1x40x75600x128"]
@@ -37,10 +38,6 @@ def parse_shape(text):
 
 def tflops(b, h, s, d, ms):
     return 4 * b * h * s * s * d / (ms * 1e-3) / 1e12
-
-
-def rel_l2(a, b):
-    return ((a.float() - b.float()).norm() / b.float().norm()).item()
 
 
 def check_against_reference(fn, q, k, v, mode, rows):

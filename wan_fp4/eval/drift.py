@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-import torch
 from tqdm.auto import tqdm
 
 from ..geometry import check_geometry
 from ..modes import check_mode
+from .metrics import compare, trajectory_drift
 
 DEFAULT_PROMPT = ("A red vintage car drives along a winding coastal road at sunset, with ocean waves "
                   "below and natural camera motion.")
@@ -48,23 +48,6 @@ class DriftConfig:
         check_geometry(self.height, self.width, self.frames)
 
 
-def compare(x: torch.Tensor, ref: torch.Tensor) -> dict:
-    """Cosine similarity and relative L2 ||x - ref|| / ||ref||, in float64."""
-    if x.shape != ref.shape:
-        raise ValueError(f"shapes differ: {tuple(x.shape)} vs reference {tuple(ref.shape)}")
-    a = x.detach().double().flatten().cpu()
-    b = ref.detach().double().flatten().cpu()
-    nb = torch.linalg.vector_norm(b)
-    if nb == 0:
-        raise ValueError("reference latent is all zeros: relative L2 is undefined")
-    if torch.equal(a, b):  # identical latents: exactly 1, not 1 +- an ulp of the quotient
-        cos = torch.tensor(1.0, dtype=torch.float64)
-    else:
-        cos = (torch.dot(a, b) / (torch.linalg.vector_norm(a) * nb)).clamp(-1.0, 1.0)
-    return {"cosine": float(cos), "rel_l2": float(torch.linalg.vector_norm(a - b) / nb),
-            "max_abs": float((a - b).abs().max())}
-
-
 @dataclass
 class RunResult:
     steps: int
@@ -95,10 +78,11 @@ def run_drift(pipe, cfg: DriftConfig, *, progress: bool = True) -> list[RunResul
             for mode in cfg.modes:
                 bar.set_postfix_str(f"steps={steps} {mode}")
                 out = run(pipe, cfg, steps, mode_policy(mode, layers))
-                per_step = [{"step": i + 1, **{k: v for k, v in compare(x, r).items() if k != "max_abs"}}
-                            for i, (x, r) in enumerate(zip(out.trajectory, ref.trajectory))]
+                per_step = [{k: v for k, v in t.items() if k != "max_abs"}
+                            for t in trajectory_drift(out.trajectory, ref.trajectory)]
+                final = {k: v for k, v in compare(out.latent, ref.latent).items() if k != "finite"}
                 results.append(RunResult(steps=steps, mode=mode, seconds=out.seconds, kernels=out.kernels,
-                                         trajectory=per_step, **compare(out.latent, ref.latent)))
+                                         trajectory=per_step, **final))
                 bar.update()
     return results
 

@@ -1,7 +1,9 @@
 """Distances between a run and its control: latents (cosine, relative L2, per-step trajectory)
 and decoded frames (PSNR, SSIM).
 
-Latent metrics are computed in float64 on the CPU. Frame metrics take frames in [0, 1], laid out
+Latent metrics are computed in float64 on the device of `x` (`ref` moves there), so a check on a
+GPU output does not copy it to the host; this module is the one definition of cosine and relative
+L2 that the kernels' checks, benchmarks and tests use. Frame metrics take frames in [0, 1], laid out
 (F, H, W, C) as diffusers' `output_type="np"` returns them (a leading batch axis of 1 is dropped;
 (F, C, H, W) tensors are accepted with `channels_last=False`).
 """
@@ -19,19 +21,21 @@ SSIM_K1 = 0.01
 SSIM_K2 = 0.03
 
 
-def _flat64(x, name):
+def _tensor(x, name):
     if not isinstance(x, torch.Tensor):
         x = torch.as_tensor(np.asarray(x))
     if x.numel() == 0:
         raise ValueError(f"{name} is empty")
-    return x.detach().to("cpu", torch.float64).flatten()
+    return x.detach()
 
 
 def _pair(x, ref):
-    a, b = _flat64(x, "x"), _flat64(ref, "ref")
+    """x and ref flattened to float64 on x's device; their shapes must be equal, not just their sizes
+    (a transposed layout of the same size would otherwise compare silently wrong)."""
+    a, b = _tensor(x, "x"), _tensor(ref, "ref")
     if a.shape != b.shape:
-        raise ValueError(f"x has {a.numel()} elements but ref has {b.numel()}: shapes must match")
-    return a, b
+        raise ValueError(f"shapes differ: x {tuple(a.shape)} vs ref {tuple(b.shape)}; shapes must match")
+    return a.to(torch.float64).flatten(), b.to(a.device, torch.float64).flatten()
 
 
 def cosine(x, ref) -> float:
@@ -39,7 +43,9 @@ def cosine(x, ref) -> float:
     a, b = _pair(x, ref)
     na, nb = torch.linalg.vector_norm(a), torch.linalg.vector_norm(b)
     if na == 0 or nb == 0:
-        raise ValueError("cosine of an all-zero tensor is undefined")
+        raise ValueError("x or ref is all zeros: cosine is undefined")
+    if torch.equal(a, b):  # identical: exactly 1, not 1 +- an ulp of the quotient
+        return 1.0
     return float((torch.dot(a, b) / (na * nb)).clamp(-1.0, 1.0))
 
 

@@ -32,6 +32,7 @@ import torch
 import torch.distributed as dist
 
 from ..modes import MODES
+from .metrics import rel_l2
 
 # A tiny transformer for CPU runs: 4 heads so Ulysses can split them over 2 or 4 ranks.
 TINY = dict(patch_size=(1, 2, 2), num_attention_heads=4, attention_head_dim=32, in_channels=16, out_channels=16,
@@ -188,10 +189,6 @@ def parallel_copy(transformer, layout: Layout):
         set_attention_backend(model, "direct_p")
     model.enable_parallelism(config=ContextParallelConfig(ulysses_degree=layout.ulysses, ring_degree=layout.ring))
     return model
-
-
-def rel_l2(a, b) -> float:
-    return ((a.double() - b.double()).norm() / b.double().norm()).item()
 
 
 def table(result) -> str:
