@@ -1,4 +1,4 @@
-"""`wan-fp4 drift`: the metrics, the run protocol and the three report files."""
+"""`wan-fp4 drift`: the metrics, the settings, the run protocol and the report files."""
 import json
 
 import numpy as np
@@ -7,7 +7,8 @@ import torch
 
 from wan_fp4 import cli
 from wan_fp4.eval import report as R
-from wan_fp4.eval.drift import DriftConfig, compare
+from wan_fp4.eval.drift import DriftConfig, accuracy_prompts
+from wan_fp4.eval.metrics import compare
 from wan_fp4.modes import MODES
 
 
@@ -44,16 +45,35 @@ def test_compare_closed_forms():
     ({"steps": (1, 0)}, "positive integers"),
     ({"height": 100}, "height must be a positive multiple of 16"),
     ({"frames": 16}, r"frames must be 4k\+1"),
+    ({"steps": (4, 4)}, "steps has duplicates"),
+    ({"policies": ("direct-p", "fastest")}, "unknown \\['fastest'\\]"),
+    ({"policy_steps": 0}, "policy_steps must be positive"),
+    ({"time_repeats": -1}, "time_repeats must be >= 0"),
+    ({"steps": (1, 4), "capture_steps": ("first", 4)}, "capture_steps: 4 is neither"),
+    ({"capture_kinds": ("joint",)}, "capture_kinds must be drawn from"),
+    ({"capture_rows": 0}, "capture_rows and capture_gib must be positive"),
+    ({"steps": (1, 4), "decode_steps": (2,)}, r"decode_steps \[2\] must be among steps \[1, 4\]"),
+    ({"accuracy_prompts": 0}, "accuracy_prompts must be positive"),
+    ({"accuracy_seeds": ()}, "accuracy_seeds must name at least one seed"),
 ])
 def test_config_validation(kwargs, message):
     with pytest.raises(ValueError, match=message):
         DriftConfig(**kwargs)
 
 
+def test_config_capture_steps_resolve_against_the_longest_run():
+    cfg = DriftConfig(steps=(1, 4, 20), capture_steps=("first", "last", 5, -2))
+    assert cfg.capture_step_indices() == [0, 5, 18, 19]
+    assert cfg.decode == {20} and cfg.policy_step_count == 20
+    assert DriftConfig(decode_steps=(), policy_steps=3).decode == set()
+
+
 def test_drift_cli_on_tiny_writes_consistent_report(tmp_path, capsys):
     out = tmp_path / "report"
+    # only the latent part: each other part is switched off by its flag
     argv = ["drift", "--modes", ",".join(MODES), "--steps", "1,3", "--height", "32", "--width", "32",
-            "--frames", "5", "--out", str(out)]
+            "--frames", "5", "--policies", "none", "--capture-steps", "none", "--decode-steps", "none",
+            "--time-repeats", "0", "--out", str(out)]
     assert cli.main(argv) == 0
     assert "SMOKE TEST" in capsys.readouterr().out
     data = json.loads((out / "drift.json").read_text())
@@ -69,6 +89,11 @@ def test_drift_cli_on_tiny_writes_consistent_report(tmp_path, capsys):
     # CPU run times are noise (the reference emulation, the machine's load): marked and left out
     assert data["timings_meaningful"] is False
     assert "time (s)" not in md and "Times are left out" in md
+    assert data["policies"] == [] and data["layer_errors"] == [] and data["frames"] == []
+    assert data["speed"] is None and data["accuracy"] is None
+    for section in ("Per-layer", "Decoded frames", "Speed and drift", "Prompt accuracy"):
+        assert section not in md
+    assert sorted(p.name for p in out.iterdir()) == ["drift.json", "drift.md", "drift.png", "trajectory.png"]
     assert env["diffusers"].startswith("0.42")
     s = data["settings"]
     assert (s["height"], s["width"], s["frames"], s["seed"]) == (32, 32, 5, 20260805)
@@ -120,3 +145,43 @@ def test_report_writes_nonfinite_as_null(tmp_path):
     assert "**nan**" in md and "SMOKE" not in md  # a real model gets no smoke banner
     report["environment"] = {**report["environment"], "device": "cuda:0"}  # GPU times are kept
     assert "| time (s) |" in R.drift_markdown(report) and "| 0.10 |" in R.drift_markdown(report)
+
+
+def test_prompt_accuracy_section_on_tiny(tmp_path):
+    # Plumbing only: the tiny model has random weights, so the accuracies themselves are noise.
+    out = tmp_path / "acc"
+    argv = ["drift", "--steps", "1", "--height", "32", "--width", "32", "--frames", "5", "--policies", "none",
+            "--capture-steps", "none", "--decode-steps", "none", "--time-repeats", "0", "--accuracy", "on",
+            "--accuracy-prompts", "2", "--accuracy-seeds", "0", "--out", str(out)]
+    assert cli.main(argv) == 0
+    acc = json.loads((out / "drift.json").read_text())["accuracy"]
+    md = (out / "drift.md").read_text()
+    assert (acc["prompts"], acc["seeds"], acc["steps"]) == (2, [0], 1)
+    assert list(acc["modes"]) == list(MODES)
+    for mode in MODES:
+        assert set(acc["modes"][mode]) == {"colour", "shape", "direction", "all"}
+        assert all(0.0 <= v <= 1.0 for v in acc["modes"][mode].values())
+        assert [r["prompt"] for r in acc["videos"][mode]] == accuracy_prompts(2)
+        assert f"| {mode} |" in md.split("## Prompt accuracy")[1]
+    assert "only meaningful on the embedded trained model" in md and "noise" in acc["note"]
+
+
+def test_accuracy_prompts_spread_over_the_world():
+    from wan_fp4.pipelines import world
+
+    everything = world.prompt_set()
+    assert accuracy_prompts() == everything and accuracy_prompts(100) == everything
+    four = accuracy_prompts(4)
+    assert len(four) == 4 and len({world.parse_prompt(p)["colour"] for p in four}) == 4
+
+
+def test_accuracy_defaults_on_only_for_the_trained_model(tmp_path, monkeypatch):
+    from wan_fp4.pipelines import trained
+
+    weights = tmp_path / "weights"
+    monkeypatch.setattr(trained, "WEIGHTS_DIR", weights)
+    assert trained.is_trained_model(str(weights)) is False  # weights not shipped: no error, just off
+    weights.mkdir()
+    (weights / "model_index.json").write_text("{}")
+    assert trained.is_trained_model(str(weights)) is True
+    assert trained.is_trained_model(str(tmp_path)) is False and trained.is_trained_model("tiny") is False

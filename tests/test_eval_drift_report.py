@@ -1,4 +1,5 @@
-"""scripts/drift_report.py end to end on the tiny model (CPU, 1-2 steps)."""
+"""The full drift report end to end on the tiny model (CPU, 1-2 steps), through scripts/drift_report.py,
+the thin entry point over `wan-fp4 drift`."""
 import importlib.util
 import json
 from pathlib import Path
@@ -21,12 +22,12 @@ def test_tiny_report_has_every_part_and_the_label(tmp_path):
                        "--modes", "bf16,direct-p", "--policies", "direct-p+bf16-first-last", "--policy-steps", "3",
                        "--time-repeats", "1", "--capture-rows", "4", "--out", str(out)])
     assert rc == 0
-    for f in ("report.md", "report.json", "drift.png", "trajectory.png", "layers.png", "frames.png", "policies.png"):
+    for f in ("drift.md", "drift.json", "drift.png", "trajectory.png", "layers.png", "frames.png", "policies.png"):
         assert (out / f).stat().st_size > 0, f
-    d = json.loads((out / "report.json").read_text())
-    md = (out / "report.md").read_text()
+    d = json.loads((out / "drift.json").read_text())
+    md = (out / "drift.md").read_text()
     assert d["smoke_test"] is True and "SMOKE TEST" in d["label"] and "SMOKE TEST" in md
-    assert d["command"].startswith("python scripts/drift_report.py") and d["environment"]["device"] == "cpu"
+    assert d["command"].startswith("wan-fp4 drift --model tiny") and d["environment"]["device"] == "cpu"
     runs = {(r["steps"], r["mode"]): r for r in d["runs"]}
     assert set(runs) == {(1, "bf16"), (1, "direct-p"), (2, "bf16"), (2, "direct-p")}
     assert runs[(2, "bf16")]["rel_l2"] == 0.0  # our bf16 processor reproduces stock exactly
@@ -41,6 +42,10 @@ def test_tiny_report_has_every_part_and_the_label(tmp_path):
     # CPU timings are measured (the code path runs) but marked and not shown as speed figures
     assert d["timings_meaningful"] is False and "Times are left out" in md
     assert f"| {pol['policy']} | n/a | n/a |" in md
+    for section in ("## Per-step trajectory", "## Per-layer attention-output error", "## Decoded frames",
+                    "## Speed and drift per policy"):
+        assert section in md, section
+    assert d["accuracy"] is None and "## Prompt accuracy" not in md  # off by default on a random model
 
 
 def test_bad_arguments_name_the_flag(tmp_path, capsys):

@@ -1,7 +1,8 @@
 """The `wan-fp4` command line: generate a video, measure drift, run GPU benchmarks.
 
     wan-fp4 generate --prompt TEXT --out video.mp4 [--model tiny|PATH] [--attention MODE] ...
-    wan-fp4 drift --out DIR [--model tiny|PATH] [--modes bf16,fp8,direct-p,direct-p-fp4] [--steps 1,4,20] ...
+    wan-fp4 drift --out DIR [--model tiny|PATH] [--modes bf16,fp8,direct-p,direct-p-fp4] [--steps 1,4,20]
+                  [--policies ...] [--capture-steps first,last] [--decode-steps max] [--accuracy auto] ...
     wan-fp4 bench attention|e2e [ARGS...]    (CUDA GPU; see wan_fp4.eval.latency)
 
 Nothing is ever downloaded: --model is a registered name (`tiny`, the embedded smoke model, is the
@@ -63,6 +64,60 @@ def _step_list(text):
     return steps
 
 
+def _int_list(text):
+    items = []
+    for item in _csv("integers")(text):
+        try:
+            items.append(int(item))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    return tuple(items)
+
+
+def _none_or(parse, default_word=None, default=None):
+    """'none' -> (), `default_word` -> `default`, else parse(text)."""
+    def run(text):
+        if text.strip() == "none":
+            return ()
+        if default_word is not None and text.strip() == default_word:
+            return default
+        return parse(text)
+    return run
+
+
+def _capture_steps(text):
+    steps = []
+    for item in _csv("steps")(text):
+        if item in ("first", "last"):
+            steps.append(item)
+            continue
+        try:
+            steps.append(int(item))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected first, last or integers, got {item!r}") from None
+    return tuple(steps)
+
+
+def _positive_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return value
+
+
+def _nonnegative_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
 def _guidance(text):
     try:
         value = float(text)
@@ -120,14 +175,43 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--out", required=True, help="output video path (.mp4)")
     g.set_defaults(run=cmd_generate, subparser=g)
 
-    d = sub.add_parser("drift", help="latent drift of each mode against the BF16 control (DESIGN §6)")
+    d = sub.add_parser("drift", help="drift of each mode and policy against the BF16 control: latents, "
+                                     "frames, per-layer attention error, speed, prompt accuracy")
     _add_common(d, modes_help="Each step count is a separate run from the same seed.")
     d.add_argument("--modes", type=_mode_list, default=list(MODES),
                    help=f"comma-separated modes (default {','.join(MODES)})")
     d.add_argument("--steps", type=_step_list, default=[1, 4, 20],
                    help="comma-separated step counts, one run each (default 1,4,20)")
     d.add_argument("--seed", type=int, default=None, help="random seed (default 20260805)")
-    d.add_argument("--out", required=True, help="output directory for drift.json, drift.md, drift.png")
+    d.add_argument("--policies", type=_none_or(_csv("policies")), default=None,
+                   help="policies to measure for drift and speed, or 'none' (default: the four of "
+                        "wan_fp4.eval.policies.DEFAULT_POLICIES)")
+    d.add_argument("--policy-steps", type=_positive_int, help="steps of the policy runs (default: the largest --steps)")
+    d.add_argument("--time-repeats", type=_nonnegative_int, default=2,
+                   help="timed forwards per mode and policy; 0 skips timing (default 2)")
+    d.add_argument("--capture-steps", type=_none_or(_capture_steps), default=("first", "last"),
+                   help="denoising steps (0-based, or first/last) whose attention inputs are captured from the "
+                        "control run with the largest step count for the per-layer error; 'none' to skip "
+                        "(default first,last)")
+    d.add_argument("--capture-layers", type=_none_or(_int_list, "auto", None), default=None,
+                   help="layers to capture: 'auto' (all that fit --capture-gib, guard layers first) or a list")
+    d.add_argument("--capture-kinds", type=_csv("attention kinds"), default=["self"],
+                   help="self, cross or self,cross (default self)")
+    d.add_argument("--capture-gib", type=_positive_float, default=4.0,
+                   help="memory budget for captured q/k/v in GiB (default 4)")
+    d.add_argument("--capture-rows", type=_positive_int, default=1024,
+                   help="query rows compared with exact attention per captured call (default 1024)")
+    d.add_argument("--decode-steps", type=_none_or(_int_list, "max", None), default=None,
+                   help="step counts whose final latents are decoded for PSNR/SSIM: 'max' (default), 'none' or "
+                        "a list")
+    d.add_argument("--accuracy", choices=("auto", "on", "off"), default="auto",
+                   help="prompt accuracy per mode over the procedural world's prompts; auto: on for the embedded "
+                        "trained model only, where it means something (default auto)")
+    d.add_argument("--accuracy-prompts", type=_positive_int,
+                   help="how many of the world's prompts, spread evenly (default: all 32)")
+    d.add_argument("--accuracy-seeds", type=_int_list, default=(0, 1),
+                   help="seeds per prompt for prompt accuracy (default 0,1)")
+    d.add_argument("--out", required=True, help="output directory for drift.json, drift.md and the plots")
     d.set_defaults(run=cmd_drift, subparser=d)
 
     b = sub.add_parser("bench", help="latency benchmarks (needs a CUDA GPU)")
@@ -284,42 +368,31 @@ def cmd_drift(args, parser, argv) -> int:
     info = _resolve(args, parser, DRIFT_DEFAULTS)
     from .eval import drift as D
     from .eval import report as R
+    from .pipelines.trained import is_trained_model
 
     device = _device(args, parser)
+    accuracy = args.accuracy == "on" or (args.accuracy == "auto" and is_trained_model(args.model))
     try:
-        cfg = D.DriftConfig(modes=tuple(args.modes), steps=tuple(args.steps),
-                            prompt=args.prompt if args.prompt else D.DEFAULT_PROMPT,
-                            negative_prompt=args.negative_prompt,
-                            seed=D.DEFAULT_SEED if args.seed is None else args.seed, guidance=args.guidance,
-                            height=args.height, width=args.width, frames=args.frames,
-                            cross_attention=args.cross_attention)
+        cfg = D.DriftConfig(
+            modes=tuple(args.modes), steps=tuple(sorted(set(args.steps))),
+            prompt=args.prompt if args.prompt else D.DEFAULT_PROMPT, negative_prompt=args.negative_prompt,
+            seed=D.DEFAULT_SEED if args.seed is None else args.seed, guidance=args.guidance,
+            height=args.height, width=args.width, frames=args.frames, cross_attention=args.cross_attention,
+            policies=D.DEFAULT_POLICIES if args.policies is None else tuple(args.policies),
+            policy_steps=args.policy_steps, time_repeats=args.time_repeats, capture_steps=args.capture_steps,
+            capture_layers=args.capture_layers, capture_kinds=tuple(args.capture_kinds),
+            capture_gib=args.capture_gib, capture_rows=args.capture_rows, decode_steps=args.decode_steps,
+            accuracy=accuracy, accuracy_prompts=args.accuracy_prompts, accuracy_seeds=args.accuracy_seeds)
     except ValueError as exc:
         parser.error(str(exc))
     pipe = _load(args, info, device)
-    results = D.run_drift(pipe, cfg)
-    report = {
-        "schema": "wan-fp4/drift/1",
-        "smoke_test": info.synthetic,
-        "label": R.SMOKE_LABEL.format(model=info.name) if info.synthetic else "",
-        "model": {"name": info.name, "description": info.description, "synthetic": info.synthetic},
-        "reference": D.REFERENCE,
-        "settings": {**{k: getattr(cfg, k) for k in ("prompt", "negative_prompt", "seed", "guidance", "height",
-                                                     "width", "frames", "cross_attention")},
-                     "modes": list(cfg.modes), "steps": list(cfg.steps), "dtype": args.dtype,
-                     "sampler": type(pipe.scheduler).__name__,
-                     "tokens": D.token_count(pipe, cfg.height, cfg.width, cfg.frames)},
-        "runs": D.results_as_dicts(results),
-        "command": _command(argv),
-        "environment": R.environment(device),
-        "timings_meaningful": R.timings_meaningful(device),
-        "created": R.timestamp(),
-    }
+    try:
+        report = D.build_report(pipe, cfg, info=info, device=device, dtype=args.dtype, command=_command(argv))
+    except D.PlanError as exc:  # a setting only checkable against the loaded model
+        parser.error(str(exc))
     paths = R.write_drift_report(report, args.out)
-    for r in results:
-        print(f"steps {r.steps:>3}  {r.mode:<13} cosine {r.cosine:.8f}  rel-L2 {r.rel_l2:.3e}")
+    print(R.drift_summary(report))
     print("wrote " + ", ".join(str(p) for p in paths.values()))
-    if info.synthetic:
-        print(report["label"])
     return 0
 
 

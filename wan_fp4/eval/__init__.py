@@ -1,8 +1,7 @@
-"""Evaluation: latent drift per attention mode (drift), report writing (report).
-
-Latency benchmarks live in `wan_fp4.eval.latency` when installed (GPU only); `wan-fp4 bench`
-imports it lazily.
+"""Evaluation: the drift report's runs (drift), its files (report), the metrics (metrics), latency
+benchmarks (latency, GPU only; `wan-fp4 bench` imports it lazily) and prompt adherence (adherence).
 """
-from .drift import DriftConfig, RunResult, compare, run_drift
+from .drift import DriftConfig, build_report
+from .metrics import compare
 
-__all__ = ["DriftConfig", "RunResult", "compare", "run_drift"]
+__all__ = ["DriftConfig", "build_report", "compare"]

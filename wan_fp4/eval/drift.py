@@ -1,31 +1,55 @@
-"""Latent drift of each attention mode against the BF16 control (DESIGN §6).
+"""The drift report's runs: how far each attention mode and policy moves a Wan2.1 run from the control.
 
-Same prompt, seed and sampler for every run; each step count is a separate run. The control is
-the pipeline with diffusers' stock attention processor (exact attention); each requested mode,
-bf16 included, runs through `wan_fp4.processor.enable`, so the bf16 row also checks that our
-processor reproduces the stock one (cosine 1, relative L2 0 when it does).
+Same prompt, seed and sampler for every run; each step count is a separate run. The control is the
+pipeline with diffusers' stock attention processor (exact attention); each requested mode, bf16
+included, runs through `wan_fp4.processor.enable`, so the bf16 row also checks that our processor
+reproduces the stock one (cosine 1, relative L2 0 when it does). Each part of the report is one
+function here; `build_report` runs those the settings ask for and `report.write_drift_report`
+writes the result:
+
+* final-latent cosine / relative L2 of every mode and its per-step trajectory (`run_modes`);
+* decoded-frame PSNR/SSIM of the step counts in `decode_steps`;
+* per-layer attention-output error of every mode on q/k/v captured from the control run
+  (`capture_plan`, `capture.attention_errors`);
+* the policies (BF16 first/last steps, guard layers) with their drift and modelled speed (`run_policies`,
+  `speed_rows`);
+* prompt accuracy per mode (`prompt_accuracy`): only meaningful on the model trained on the
+  procedural world, so it is opt-in except for that model.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-
-from tqdm.auto import tqdm
+import math
+import time
+from dataclasses import dataclass
 
 from ..geometry import check_geometry
-from ..modes import check_mode
-from .metrics import compare, trajectory_drift
+from ..modes import MODES, check_mode
+from . import metrics as M
+from .policies import DEFAULT_POLICIES, POLICIES
 
 DEFAULT_PROMPT = ("A red vintage car drives along a winding coastal road at sunset, with ocean waves "
                   "below and natural camera motion.")
 DEFAULT_SEED = 20260805
 DEFAULT_GUIDANCE = 5.0
 DEFAULT_STEPS = (1, 4, 20)
+DEFAULT_ACCURACY_SEEDS = (0, 1)
 REFERENCE = "stock diffusers WanAttnProcessor (exact attention) in the pipeline's dtype"
+ACCURACY_NOTE = ("Prompt accuracy reads colour, shape and direction of the main object back from the decoded "
+                 "frames. It is only meaningful on the embedded trained model (trained on the procedural "
+                 "world whose prompts these are); on a random-weight model it is noise.")
+CAPTURE_STEP_WORDS = ("first", "last")
 
 
 @dataclass(frozen=True)
 class DriftConfig:
-    modes: tuple = ("bf16", "fp8", "direct-p", "direct-p-fp4")
+    """Every setting of a drift report: what all runs share and which parts to run.
+
+    capture_steps: 0-based denoising steps of the control run with the most steps (or "first",
+    "last"), () for no capture; capture_layers: None picks all that fit capture_gib, guard layers
+    first. decode_steps: None decodes the largest step count. policy_steps: None uses the largest
+    step count. time_repeats 0 skips timing. accuracy_prompts: None is the whole world.prompt_set()."""
+
+    modes: tuple = MODES
     steps: tuple = DEFAULT_STEPS
     prompt: str = DEFAULT_PROMPT
     negative_prompt: str = ""
@@ -35,67 +59,319 @@ class DriftConfig:
     width: int = 768
     frames: int = 17
     cross_attention: bool = False  # low precision in cross-attention too (default: self only)
+    policies: tuple = DEFAULT_POLICIES
+    policy_steps: int | None = None
+    time_repeats: int = 2
+    capture_steps: tuple = CAPTURE_STEP_WORDS
+    capture_layers: tuple | None = None
+    capture_kinds: tuple = ("self",)
+    capture_gib: float = 4.0
+    capture_rows: int = 1024
+    decode_steps: tuple | None = None
+    accuracy: bool = False
+    accuracy_prompts: int | None = None
+    accuracy_seeds: tuple = DEFAULT_ACCURACY_SEEDS
 
     def __post_init__(self):
+        from .capture import KINDS
+
         if not self.modes:
             raise ValueError("modes must name at least one mode")
         for mode in self.modes:
             check_mode(mode)
         if len(set(self.modes)) != len(self.modes):
             raise ValueError(f"modes has duplicates: {self.modes}")
-        if not self.steps or any(not isinstance(s, int) or s < 1 for s in self.steps):
+        if not self.steps or any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in self.steps):
             raise ValueError(f"steps must be positive integers, got {self.steps}")
+        if len(set(self.steps)) != len(self.steps):
+            raise ValueError(f"steps has duplicates: {self.steps}")
         check_geometry(self.height, self.width, self.frames)
+        unknown = [p for p in self.policies if p not in POLICIES]
+        if unknown:
+            raise ValueError(f"policies: unknown {unknown}; known: {', '.join(POLICIES)}")
+        if self.policy_steps is not None and self.policy_steps < 1:
+            raise ValueError(f"policy_steps must be positive, got {self.policy_steps}")
+        if self.time_repeats < 0:
+            raise ValueError(f"time_repeats must be >= 0, got {self.time_repeats}")
+        n = max(self.steps)
+        for s in self.capture_steps:
+            if s not in CAPTURE_STEP_WORDS and (isinstance(s, bool) or not isinstance(s, int) or not -n <= s < n):
+                raise ValueError(f"capture_steps: {s!r} is neither first, last nor a step of a {n}-step run")
+        if not self.capture_kinds or any(k not in KINDS for k in self.capture_kinds):
+            raise ValueError(f"capture_kinds must be drawn from {', '.join(KINDS)}, got {self.capture_kinds}")
+        if self.capture_rows < 1 or not self.capture_gib > 0:
+            raise ValueError(f"capture_rows and capture_gib must be positive, got {self.capture_rows}, "
+                             f"{self.capture_gib}")
+        if self.decode_steps is not None and not set(self.decode_steps) <= set(self.steps):
+            raise ValueError(f"decode_steps {sorted(self.decode_steps)} must be among steps {sorted(self.steps)}")
+        if self.accuracy_prompts is not None and self.accuracy_prompts < 1:
+            raise ValueError(f"accuracy_prompts must be positive, got {self.accuracy_prompts}")
+        if not self.accuracy_seeds:
+            raise ValueError("accuracy_seeds must name at least one seed")
+
+    @property
+    def max_steps(self) -> int:
+        return max(self.steps)
+
+    @property
+    def policy_step_count(self) -> int:
+        return self.policy_steps or self.max_steps
+
+    @property
+    def decode(self) -> set:
+        return {self.max_steps} if self.decode_steps is None else set(self.decode_steps)
+
+    def capture_step_indices(self) -> list[int]:
+        n = self.max_steps
+        return sorted({(0 if s == "first" else n - 1) if s in CAPTURE_STEP_WORDS else s % n
+                       for s in self.capture_steps})
 
 
-@dataclass
-class RunResult:
-    steps: int
-    mode: str
-    cosine: float
-    rel_l2: float
-    max_abs: float
-    seconds: float
-    kernels: dict = field(default_factory=dict)      # "mode / kernel" -> attention calls
-    trajectory: list = field(default_factory=list)   # per step: {"step", "cosine", "rel_l2"}
+def tokens(pipe, cfg: DriftConfig) -> int:
+    """Self-attention sequence length of one transformer call at the report's geometry."""
+    from .latency import Geometry
+
+    return Geometry(cfg.height, cfg.width, cfg.frames, t_factor=pipe.vae_scale_factor_temporal,
+                    s_factor=pipe.vae_scale_factor_spatial).tokens(pipe.transformer)
 
 
-def run_drift(pipe, cfg: DriftConfig, *, progress: bool = True) -> list[RunResult]:
-    """One control run and one run per mode for each step count; returns every comparison.
-    Runs go through `policies.run` (a mode is the policy "this mode everywhere"), the same seeded
-    run the drift report uses."""
-    from .policies import mode_policy, run
+class PlanError(ValueError):
+    """A setting that only the loaded model can refute (a layer it does not have, a budget too small)."""
+
+
+def capture_plan(pipe, cfg: DriftConfig) -> tuple[list[int], list[int]] | None:
+    """(steps, layers) to capture in the control run with the most steps; None for no capture."""
+    from . import capture as C
+    from .policies import guard_for
+
+    if not cfg.capture_steps:
+        return None
+    steps = cfg.capture_step_indices()
+    layers_total = pipe.transformer.config.num_layers
+    if cfg.capture_layers is None:
+        per = C.capture_bytes(pipe.transformer, tokens(pipe, cfg), kinds=cfg.capture_kinds)
+        try:
+            layers = C.plan_layers(layers_total, per, len(steps), int(cfg.capture_gib * 2**30),
+                                   must=guard_for(layers_total)[0])
+        except ValueError as exc:
+            raise PlanError(f"capture_gib: {exc}") from None
+    else:
+        layers = sorted(set(cfg.capture_layers))
+        if any(not 0 <= i < layers_total for i in layers):
+            raise PlanError(f"capture_layers must be in 0..{layers_total - 1}, got {list(cfg.capture_layers)}")
+    return steps, layers
+
+
+def failed_row(*, exc, **fields) -> dict:
+    """A run that raised (e.g. direct-p-fp4 overflowing without its guard): NaN metrics, the error."""
+    print(f"run {fields} failed: {type(exc).__name__}: {exc}", flush=True)
+    return {**fields, "cosine": math.nan, "rel_l2": math.nan, "max_abs": math.nan, "finite": False,
+            "kernels": {}, "trajectory": [], "error": f"{type(exc).__name__}: {exc}"}
+
+
+RUN_ERRORS = (FloatingPointError, RuntimeError, ValueError)
+
+
+def run_modes(pipe, cfg: DriftConfig, bar, plan=None):
+    """One control run and one run per mode for each step count. Returns (runs, frames, controls,
+    capture): `controls` by step count, `capture` the Capture of the largest control run (or None)."""
+    from . import capture as C
+    from . import policies as P
 
     layers = pipe.transformer.config.num_layers
-    results = []
-    total = len(cfg.steps) * (1 + len(cfg.modes))
-    pipe.set_progress_bar_config(disable=True)  # one bar over all runs instead of one per run
-    with tqdm(total=total, desc="drift", unit="run", disable=not progress) as bar:
-        for steps in cfg.steps:
-            bar.set_postfix_str(f"steps={steps} control")
-            ref = run(pipe, cfg, steps, None)
-            bar.update()
-            for mode in cfg.modes:
-                bar.set_postfix_str(f"steps={steps} {mode}")
-                out = run(pipe, cfg, steps, mode_policy(mode, layers))
-                per_step = [{k: v for k, v in t.items() if k != "max_abs"}
-                            for t in trajectory_drift(out.trajectory, ref.trajectory)]
-                final = {k: v for k, v in compare(out.latent, ref.latent).items() if k != "finite"}
-                results.append(RunResult(steps=steps, mode=mode, seconds=out.seconds, kernels=out.kernels,
-                                         trajectory=per_step, **final))
+    runs, frames, controls, cap = [], [], {}, None
+    for steps in cfg.steps:
+        decode = steps in cfg.decode
+        bar.set_postfix_str(f"{steps} steps, control")
+        handlers = []
+        if plan is not None and steps == cfg.max_steps:
+            cap = C.Capture(frozenset(plan[1]), frozenset(plan[0]), tuple(cfg.capture_kinds),
+                            int(cfg.capture_gib * 2**30))
+            handlers = [cap]
+        ctrl = controls[steps] = P.run(pipe, cfg, steps, None, decode=decode, tap_handlers=handlers)
+        bar.update()
+        for mode in cfg.modes:
+            bar.set_postfix_str(f"{steps} steps, {mode}")
+            try:
+                r = P.run(pipe, cfg, steps, P.mode_policy(mode, layers), decode=decode)
+            except RUN_ERRORS as exc:
+                runs.append(failed_row(steps=steps, mode=mode, exc=exc))
                 bar.update()
-    return results
+                continue
+            row = {"steps": steps, "mode": mode, **M.compare(r.latent, ctrl.latent), "seconds": r.seconds,
+                   "kernels": r.kernels, "trajectory": M.trajectory_drift(r.trajectory, ctrl.trajectory)}
+            if decode:
+                fm = M.frame_metrics(r.frames, ctrl.frames)
+                row["frames"] = fm
+                frames.append({"steps": steps, "mode": mode, **fm})
+            runs.append(row)
+            bar.update()
+    return runs, frames, controls, cap
 
 
-def results_as_dicts(results: list[RunResult]) -> list[dict]:
-    return [asdict(r) for r in results]
+def _jsonable(kw):
+    return {k: (list(v) if isinstance(v, (tuple, frozenset, set)) else v) for k, v in kw.items()}
 
 
-def token_count(pipe, height: int, width: int, frames: int) -> int:
-    """Self-attention sequence length of one transformer call at this geometry."""
-    cfg = pipe.transformer.config
-    pt, ph, pw = cfg.patch_size
-    t = (frames - 1) // pipe.vae_scale_factor_temporal + 1
-    h = height // pipe.vae_scale_factor_spatial
-    w = width // pipe.vae_scale_factor_spatial
-    return (t // pt) * (h // ph) * (w // pw)
+def run_policies(pipe, cfg: DriftConfig, policies, controls: dict, bar) -> list[dict]:
+    """Each policy's final-latent drift at policy_step_count steps (a control run is added when no
+    mode run had that step count)."""
+    from . import policies as P
+
+    n = cfg.policy_step_count
+    if n not in controls:
+        bar.set_postfix_str(f"{n} steps, control")
+        controls[n] = P.run(pipe, cfg, n, None)
+        bar.update()
+    ctrl, rows = controls[n], []
+    for pol in policies:
+        bar.set_postfix_str(f"policy {pol.name}")
+        try:
+            r = P.run(pipe, cfg, n, pol)
+        except RUN_ERRORS as exc:
+            rows.append(failed_row(policy=pol.name, description=pol.description, mode=pol.mode, steps=n, exc=exc))
+        else:
+            rows.append({"policy": pol.name, "description": pol.description, "mode": pol.mode, "steps": n,
+                         "enable": _jsonable(pol.enable_kwargs()), **M.compare(r.latent, ctrl.latent),
+                         "kernels": r.kernels, "trajectory": M.trajectory_drift(r.trajectory, ctrl.trajectory)})
+        bar.update()
+    return rows
+
+
+def speed_rows(pipe, cfg: DriftConfig, device, policies) -> dict:
+    """Per-forward time at the report's geometry: stock BF16, and each policy's non-BF16-step forward."""
+    from . import latency as L
+
+    timer = L.Timer(device)
+    geom = L.Geometry(cfg.height, cfg.width, cfg.frames, t_factor=pipe.vae_scale_factor_temporal,
+                      s_factor=pipe.vae_scale_factor_spatial)
+    t = pipe.transformer
+    inputs = L.make_inputs(t, geom, device)
+    base = L.time_variant(t, L.VARIANTS[L.BASELINE], inputs, geom=geom, timer=timer, warmup=1,
+                          repeats=cfg.time_repeats)
+    base_ms = base["forward_ms"]["median"]
+    out = {"timing": timer.method, "stock_forward_ms": base_ms, "stock_attention_share": base["attention"]["share"],
+           "policies": {}}
+    n = cfg.policy_step_count
+    for pol in policies:
+        v = L.Variant(pol.name, pol.description, "policy", mode=pol.mode)
+        try:
+            r = L.time_variant(t, v, inputs, geom=geom, timer=timer, warmup=1, repeats=cfg.time_repeats,
+                               cross_attention=cfg.cross_attention, policy_kwargs=pol.layer_kwargs())
+        except RUN_ERRORS as exc:
+            out["policies"][pol.name] = {"error": f"{type(exc).__name__}: {exc}"}
+            continue
+        ms = r["forward_ms"]["median"]
+        run = pol.run_ms(n, base_ms, ms)
+        out["policies"][pol.name] = {"forward_ms": ms, "run_ms": run, "speedup_vs_stock": 2 * n * base_ms / run}
+    return out
+
+
+def accuracy_prompts(count: int | None = None) -> list[str]:
+    """`count` prompts spread evenly over world.prompt_set() (all of it for None)."""
+    from ..pipelines import world
+
+    prompts = world.prompt_set()
+    if count is None or count >= len(prompts):
+        return prompts
+    return [prompts[i * len(prompts) // count] for i in range(count)]
+
+
+def prompt_accuracy(pipe, cfg: DriftConfig, progress: bool = True) -> dict:
+    """Per mode: generate every prompt x seed with `wan_fp4.enable(mode)`, read each video back and
+    score colour, shape, direction and all three (`adherence.accuracy`)."""
+    from tqdm.auto import tqdm
+
+    from .. import processor
+    from .adherence import accuracy, generate_and_read
+
+    prompts = accuracy_prompts(cfg.accuracy_prompts)
+    out = {"note": ACCURACY_NOTE, "prompts": len(prompts), "seeds": list(cfg.accuracy_seeds),
+           "steps": cfg.max_steps, "modes": {}, "videos": {}}
+    total = len(prompts) * len(cfg.accuracy_seeds) * len(cfg.modes)
+    with tqdm(total=total, desc="prompt accuracy", unit="video", disable=not progress) as bar:
+        for mode in cfg.modes:
+            bar.set_postfix_str(mode)
+            handle = processor.enable(pipe, mode=mode, cross_attention=cfg.cross_attention)
+            done = [0]
+
+            def advance(n, _total):
+                bar.update(n - done[0])
+                done[0] = n
+
+            try:
+                rows = generate_and_read(pipe, prompts, cfg.accuracy_seeds, height=cfg.height, width=cfg.width,
+                                         frames=cfg.frames, steps=cfg.max_steps, guidance=cfg.guidance,
+                                         progress=advance)
+            finally:
+                handle.disable()
+            out["modes"][mode] = accuracy(rows)
+            out["videos"][mode] = rows
+    return out
+
+
+def build_report(pipe, cfg: DriftConfig, *, info, device, dtype: str, command: str,
+                 progress: bool = True) -> dict:
+    """Every part `cfg` asks for, as one JSON-ready dict (NaN where a run failed)."""
+    from tqdm.auto import tqdm
+
+    from . import capture as C
+    from . import policies as P
+    from . import report as R
+
+    started = time.perf_counter()
+    pipe.set_progress_bar_config(disable=True)  # one bar over all runs instead of one per run
+    num_layers = pipe.transformer.config.num_layers
+    plan = capture_plan(pipe, cfg)
+    policies = P.resolve(cfg.policies, num_layers)
+    n_policy_runs = len(policies) + (1 if policies and cfg.policy_step_count not in cfg.steps else 0)
+    with tqdm(total=len(cfg.steps) * (1 + len(cfg.modes)) + n_policy_runs, desc="drift", unit="run",
+              disable=not progress) as bar:
+        runs, frames, controls, cap = run_modes(pipe, cfg, bar, plan)
+        policy_rows = run_policies(pipe, cfg, policies, controls, bar) if policies else []
+    controls.clear()
+
+    layer_errors, capture_info = [], {"enabled": cap is not None}
+    if cap is not None:
+        capture_info.update(steps=plan[0], layers=plan[1], kinds=list(cfg.capture_kinds), rows=cfg.capture_rows,
+                            captured=len(cap.records), bytes=cap.nbytes, skipped=cap.skipped,
+                            budget_gib=cfg.capture_gib)
+        layer_errors = C.attention_errors(cap.records, list(cfg.modes), device=device, rows=cfg.capture_rows,
+                                          progress=progress)
+        cap.records.clear()
+
+    speed, mode_speed = None, []
+    timed_policies = [P.mode_policy(m, num_layers) for m in cfg.modes if m != "bf16"] + policies
+    if cfg.time_repeats and timed_policies:
+        if progress:
+            print("timing modes and policies at this geometry ...", flush=True)
+        speed = speed_rows(pipe, cfg, device, timed_policies)
+        for row in policy_rows:
+            row.update(speed["policies"].get(row["policy"], {}))
+        for m in cfg.modes:  # the modes as policies, for the speed-vs-drift table
+            if m == "bf16":
+                continue
+            d = next((r for r in runs if r["mode"] == m and r["steps"] == cfg.max_steps), None)
+            mode_speed.append({"policy": f"mode:{m}", "steps": cfg.max_steps,
+                               "rel_l2": d["rel_l2"] if d else None, "cosine": d["cosine"] if d else None,
+                               **speed["policies"].get(f"mode:{m}", {})})
+
+    acc = prompt_accuracy(pipe, cfg, progress) if cfg.accuracy else None
+
+    return {
+        "schema": "wan-fp4/drift/2", "smoke_test": info.synthetic,
+        "label": R.SMOKE_LABEL.format(model=info.name) if info.synthetic else "",
+        "model": {"name": info.name, "description": info.description, "synthetic": info.synthetic,
+                  "layers": num_layers, "heads": pipe.transformer.config.num_attention_heads},
+        "reference": REFERENCE,
+        "settings": {"prompt": cfg.prompt, "negative_prompt": cfg.negative_prompt, "seed": cfg.seed,
+                     "guidance": cfg.guidance, "height": cfg.height, "width": cfg.width, "frames": cfg.frames,
+                     "tokens": tokens(pipe, cfg), "steps": list(cfg.steps), "modes": list(cfg.modes),
+                     "dtype": dtype, "cross_attention": cfg.cross_attention,
+                     "sampler": type(pipe.scheduler).__name__, "policy_steps": cfg.policy_step_count,
+                     "decode_steps": sorted(cfg.decode)},
+        "runs": runs, "frames": frames, "layer_errors": layer_errors, "capture": capture_info,
+        "policies": policy_rows, "mode_speed": mode_speed, "speed": speed, "accuracy": acc,
+        "command": command, "environment": R.environment(device), "created": R.timestamp(),
+        "seconds": time.perf_counter() - started, "timings_meaningful": R.timings_meaningful(device),
+    }

@@ -638,16 +638,6 @@ def compiled_table(result: dict, w: int) -> list[str]:
     return lines
 
 
-def _clean(obj):
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {str(k): _clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
-    return obj
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="wan-fp4 bench e2e", description=(
         "Per-forward latency of a Wan2.1 transformer for each attention mode and control at real shapes, "
@@ -765,7 +755,7 @@ def main(argv=None) -> int:
            "settings": {k: v for k, v in vars(settings).items() if k != "extra"},
            **result, "command": "python scripts/bench_e2e.py " + shlex.join(argv),
            "environment": R.environment(device), "created": R.timestamp()}
-    path = R.write_json(_clean(out), args.json)
+    path = R.write_json(R.finite_or_none(out), args.json)
     print(f"\nwrote {path}")
     if label:
         print(f"note: {label}")

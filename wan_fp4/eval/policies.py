@@ -129,20 +129,6 @@ def mode_policy(mode: str, num_layers: int) -> BoundPolicy:
 
 
 # --------------------------------------------------------------------------- running
-@dataclass(frozen=True)
-class RunConfig:
-    """What stays the same across every run of a drift comparison."""
-
-    prompt: str
-    negative_prompt: str = ""
-    seed: int = 0
-    guidance: float = 5.0
-    height: int = 512
-    width: int = 768
-    frames: int = 17
-    cross_attention: bool = False
-
-
 @dataclass
 class RunOutput:
     latent: torch.Tensor            # final latent, float64 CPU
@@ -167,9 +153,10 @@ def applied(pipe, policy: BoundPolicy | None, cross_attention: bool = False):
         handle.disable()
 
 
-def run(pipe, cfg: RunConfig, steps: int, policy: BoundPolicy | None, *, decode: bool = False,
+def run(pipe, cfg, steps: int, policy: BoundPolicy | None, *, decode: bool = False,
         tap_handlers=()) -> RunOutput:
-    """One seeded pipeline run; latents after every step via callback_on_step_end. With decode the
+    """One seeded pipeline run with the prompt, seed, guidance, geometry and cross_attention of `cfg`
+    (a `drift.DriftConfig`); latents after every step via callback_on_step_end. With decode the
     pipeline also decodes (output_type="np"); the final latent is then the last step's latent,
     which is what output_type="latent" would have returned."""
     from .capture import AttentionTap

@@ -59,30 +59,45 @@ def write_json(obj, path) -> Path:
     return path
 
 
-def _finite_or_none(obj):
-    """JSON has no NaN/inf: a non-finite result (e.g. a mode that overflowed) is written as null."""
+def finite_or_none(obj):
+    """JSON has no NaN/inf: a non-finite result (e.g. a mode that overflowed) is written as null;
+    keys become strings, as JSON's are."""
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     if isinstance(obj, dict):
-        return {k: _finite_or_none(v) for k, v in obj.items()}
+        return {str(k): finite_or_none(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_finite_or_none(v) for v in obj]
+        return [finite_or_none(v) for v in obj]
     return obj
 
 
-def _fmt(x: float) -> str:
+def fmt(x, digits: int = 4) -> str:
+    """The reports' one number format: n/a for a missing value, non-finite in bold, cosines near 1
+    as the distance from 1 (the informative part), else `digits` significant digits."""
+    if x is None:
+        return "n/a"
     if not math.isfinite(x):
         return f"**{x}**"
     if x == 0:
         return "0"
-    if abs(1 - x) < 1e-3 and x <= 1:  # cosines: show how far from 1, the informative part
-        return f"1 - {1 - x:.3e}" if x != 1 else "1"
-    return f"{x:.4g}" if 1e-3 <= abs(x) < 1e4 else f"{x:.3e}"
+    if x == 1:
+        return "1"
+    if 0 < 1 - x < 1e-3:
+        return f"1 - {1 - x:.3e}"
+    return f"{x:.{digits}g}" if 1e-3 <= abs(x) < 1e4 else f"{x:.3e}"
+
+
+def _kernels(r) -> str:
+    if r.get("error"):
+        return f"failed: {r['error']}"
+    return "; ".join(f"{k}: {n}" for k, n in r["kernels"].items()) or "-"
 
 
 def drift_markdown(report: dict) -> str:
-    """The drift report as Markdown: smoke banner, settings, one row per (steps, mode)."""
+    """The drift report as Markdown: smoke banner, settings, then one section per part present."""
     s = report["settings"]
+    env = report["environment"]
+    timed = timings_meaningful(env["device"])
     lines = ["# wan-fp4 drift report", ""]
     if report["smoke_test"]:
         lines += [f"> **{report['label']}**", ""]
@@ -92,31 +107,136 @@ def drift_markdown(report: dict) -> str:
               f"- seed {s['seed']}, guidance {s['guidance']}, {s['height']}x{s['width']}, {s['frames']} frames "
               f"({s['tokens']} self-attention tokens), sampler {s['sampler']}, dtype {s['dtype']}, "
               f"cross-attention low precision: {s['cross_attention']}",
-              f"- created {report['created']} on {report['environment']['device']} "
-              f"({report['environment'].get('device_name')})", "",
-              "Final latent vs the control (cosine similarity and relative L2 = ||x - ref|| / ||ref||, float64):",
-              ""]
-    timed = timings_meaningful(report["environment"]["device"])
-    lines += ["| steps | mode | cosine | rel. L2 | max abs | kernels (calls) |" + (" time (s) |" if timed else ""),
+              f"- created {report['created']} on {env['device']} ({env.get('device_name')})"
+              + (f" in {report['seconds']:.0f} s" if "seconds" in report else ""), "",
+              "## Final latent vs the control", "",
+              "Each step count is a separate run from the same seed. Cosine similarity and relative L2 = "
+              "||x - ref|| / ||ref||, float64.", "",
+              "| steps | mode | cosine | rel. L2 | max abs | kernels (calls) |" + (" time (s) |" if timed else ""),
               "|---:|---|---:|---:|---:|---|" + ("---:|" if timed else "")]
     for r in report["runs"]:
-        kernels = "; ".join(f"{k}: {n}" for k, n in r["kernels"].items()) or "-"
-        lines.append(f"| {r['steps']} | {r['mode']} | {_fmt(r['cosine'])} | {_fmt(r['rel_l2'])} | "
-                     f"{_fmt(r['max_abs'])} | {kernels} |" + (f" {r['seconds']:.2f} |" if timed else ""))
+        lines.append(f"| {r['steps']} | {r['mode']} | {fmt(r['cosine'])} | {fmt(r['rel_l2'])} | "
+                     f"{fmt(r['max_abs'])} | {_kernels(r)} |" + (f" {r['seconds']:.2f} |" if timed else ""))
     if not timed:
         lines += ["", CPU_TIMING_NOTE]
-    lines += ["", "![drift vs steps](drift.png)", "", "Command:", "", "```", report["command"], "```", "",
+    lines += ["", "![drift vs steps](drift.png)", ""]
+    if any(r["trajectory"] for r in report["runs"]):
+        lines += ["## Per-step trajectory", "", "![trajectory](trajectory.png)", ""]
+    if report.get("layer_errors"):
+        lines += _layer_section(report)
+    if report.get("frames"):
+        lines += ["## Decoded frames", "", "| steps | mode | PSNR (dB) | SSIM (mean) | SSIM (worst frame) |",
+                  "|---:|---|---:|---:|---:|"]
+        for f in report["frames"]:
+            lines.append(f"| {f['steps']} | {f['mode']} | {fmt(f['psnr_db'])} | {fmt(f['ssim'])} | "
+                         f"{fmt(min(f['ssim_per_frame']))} |")
+        lines += ["", "![frames](frames.png)", ""]
+    if report.get("speed"):
+        lines += _policy_section(report, timed)
+    if report.get("accuracy"):
+        lines += _accuracy_section(report["accuracy"])
+    lines += ["## Reproduce", "", "```", report["command"], "```", "",
               "Every number, the per-step trajectories and the environment are in `drift.json`.", ""]
     return "\n".join(lines)
 
 
-def drift_plot(report: dict, path) -> Path:
-    """drift.png: relative L2 and 1 - cosine of the final latent against step count, per mode."""
+def drift_summary(report: dict) -> str:
+    """A few lines for the terminal: final-latent drift per run and per policy."""
+    lines = [f"{'steps':>5} {'mode':<14} {'cosine':>12} {'rel-L2':>10}"]
+    for r in report["runs"]:
+        lines.append(f"{r['steps']:>5} {r['mode']:<14} {fmt(r['cosine']):>12} {fmt(r['rel_l2']):>10}")
+    timed = timings_meaningful(report["environment"]["device"])
+    for r in report.get("mode_speed", []) + report.get("policies", []):
+        up = fmt(r.get("speedup_vs_stock"), 3) if timed else "n/a"
+        lines.append(f"policy {r['policy']:<40} speed-up {up:>7}  rel-L2 {fmt(r.get('rel_l2'))}")
+    for mode, a in ((report.get("accuracy") or {}).get("modes") or {}).items():
+        lines.append(f"prompt accuracy {mode:<14} all three {fmt(a['all'], 3)}")
+    if not timed:
+        lines.append(CPU_TIMING_NOTE)
+    if report["smoke_test"]:
+        lines.append(report["label"])
+    return "\n".join(lines)
+
+
+def _layer_section(report) -> list[str]:
+    c = report["capture"]
+    lines = ["## Per-layer attention-output error on captured inputs", "",
+             f"q/k/v captured from the control run at steps {c['steps']} (0-based), layers {c['layers']}, "
+             f"{', '.join(c['kinds'])}-attention, conditional branch; each mode's kernel runs on all rows, "
+             f"{c['rows']} evenly spread query rows are compared with exact float32 attention.", ""]
+    if c["skipped"]:
+        lines += [f"Not captured (memory budget {c['budget_gib']} GiB): {len(c['skipped'])} calls.", ""]
+    lines += ["| mode | kernel | mean rel. L2 | worst rel. L2 (layer, step) | failed calls |",
+              "|---|---|---:|---:|---:|"]
+    errors = report["layer_errors"]
+    for m in dict.fromkeys(e["mode"] for e in errors):
+        es = [e for e in errors if e["mode"] == m]
+        ok = [e for e in es if e["rel_l2"] is not None and math.isfinite(e["rel_l2"])]
+        worst = max(ok, key=lambda e: e["rel_l2"]) if ok else None
+        mean = sum(e["rel_l2"] for e in ok) / len(ok) if ok else None
+        kern = ", ".join(sorted({e.get("kernel", "?") for e in es}))
+        w = f"{fmt(worst['rel_l2'])} ({worst['layer']}, {worst['step']})" if worst else "n/a"
+        lines.append(f"| {m} | {kern} | {fmt(mean)} | {w} | {len(es) - len(ok)} |")
+    return lines + ["", "![per-layer attention error](layers.png)", ""]
+
+
+def _policy_section(report, timed: bool) -> list[str]:
+    s, sp = report["settings"], report["speed"]
+    lines = ["## Speed and drift per policy", ""]
+    if timed:  # else the CPU note above already says why the times are left out
+        lines += [f"Transformer time of a {s['policy_steps']}-step run with CFG, modelled from forwards measured at "
+                  f"this geometry ({sp['timing']}): BF16 steps cost a stock forward ({fmt(sp['stock_forward_ms'])} "
+                  f"ms, attention {fmt(100 * sp['stock_attention_share'], 3)}% of it), the others the policy's "
+                  "forward."]
+    lines += ["Drift: final latent of a run of the listed step count vs the control (`mode:` rows: the plain "
+              "modes).", "", "| policy | forward ms | speed-up vs stock | drift steps | cosine | rel. L2 |",
+              "|---|---:|---:|---:|---:|---:|"]
+    for r in report["mode_speed"] + report["policies"]:
+        ms, up = (fmt(r.get("forward_ms")), fmt(r.get("speedup_vs_stock"), 3)) if timed else ("n/a", "n/a")
+        lines.append(f"| {r['policy']} | {ms} | {up} | {r.get('steps')} | {fmt(r.get('cosine'))} | "
+                     f"{fmt(r.get('rel_l2'))} |")
+    return lines + ["", "![speed vs drift](policies.png)", ""]
+
+
+def _accuracy_section(acc) -> list[str]:
+    lines = ["## Prompt accuracy", "", acc["note"], "",
+             f"{acc['prompts']} prompts x seeds {acc['seeds']}, {acc['steps']} steps, per mode:", "",
+             "| mode | colour | shape | direction | all three |", "|---|---:|---:|---:|---:|"]
+    for mode, a in acc["modes"].items():
+        lines.append(f"| {mode} | {fmt(a['colour'], 3)} | {fmt(a['shape'], 3)} | {fmt(a['direction'], 3)} | "
+                     f"{fmt(a['all'], 3)} |")
+    return lines + [""]
+
+
+def _plt():
     import matplotlib
 
     matplotlib.use("Agg")  # files only; no display on CI or GPU hosts
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def _title(report, what: str) -> str:
+    t = f"wan-fp4 {what}, model {report['model']['name']}"
+    return t + ("\nSMOKE TEST (random weights): not a quality figure" if report["smoke_test"] else "")
+
+
+def _save(fig, plt, path, dpi) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path
+
+
+def _nan(x):
+    return math.nan if x is None else x
+
+
+def drift_plot(report: dict, path) -> Path:
+    """drift.png: relative L2 and 1 - cosine of the final latent against step count, per mode."""
+    plt = _plt()
     fig, (ax_l2, ax_cos) = plt.subplots(1, 2, figsize=(10, 4), constrained_layout=True)
     modes = list(dict.fromkeys(r["mode"] for r in report["runs"]))
     for mode in modes:
@@ -136,23 +256,77 @@ def drift_plot(report: dict, path) -> Path:
         ax.set_ylabel(ylabel)
         ax.grid(True, alpha=0.3)
         ax.legend()
-    title = f"wan-fp4 latent drift, model {report['model']['name']}"
-    if report["smoke_test"]:
-        title += "\nSMOKE TEST (random weights): not a quality figure"
-    fig.suptitle(title, color="firebrick" if report["smoke_test"] else "black")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    fig.suptitle(_title(report, "latent drift"), color="firebrick" if report["smoke_test"] else "black")
+    return _save(fig, plt, path, 120)
+
+
+def trajectory_plot(report: dict, path) -> Path:
+    """trajectory.png: relative L2 of the latent after each step of the longest run, per mode and policy."""
+    plt = _plt()
+    n = max(report["settings"]["steps"])
+    fig, ax = plt.subplots(figsize=(7.5, 4.5), constrained_layout=True)
+    for r in report["runs"]:
+        if r["steps"] == n:
+            ax.plot([t["step"] for t in r["trajectory"]], [max(_nan(t["rel_l2"]), 1e-12) for t in r["trajectory"]],
+                    marker="o", ms=3, label=r["mode"])
+    for p in report.get("policies", []):
+        if p["steps"] == n:
+            ax.plot([t["step"] for t in p["trajectory"]], [max(_nan(t["rel_l2"]), 1e-12) for t in p["trajectory"]],
+                    ls="--", lw=1, label=f"policy {p['policy']}")
+    ax.set_yscale("log")
+    ax.set_xlabel("denoising step")
+    ax.set_ylabel("rel. L2 of the latent vs BF16 control")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    ax.set_title(_title(report, f"trajectory drift ({n}-step run)"),
+                 color="firebrick" if report["smoke_test"] else "black", fontsize=10)
+    return _save(fig, plt, path, 110)
+
+
+def frames_plot(report: dict, path) -> Path:
+    """frames.png: PSNR and SSIM of each decoded frame against the control's."""
+    plt = _plt()
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
+    for f in report["frames"]:
+        x = range(1, len(f["psnr_db_per_frame"]) + 1)
+        a1.plot(x, [min(_nan(v), 200.0) for v in f["psnr_db_per_frame"]], marker="o", ms=3,
+                label=f"{f['mode']} ({f['steps']} steps)")
+        a2.plot(x, f["ssim_per_frame"], marker="o", ms=3, label=f"{f['mode']} ({f['steps']} steps)")
+    a1.set_ylabel("PSNR (dB) vs control (identical frames shown at 200)")
+    a2.set_ylabel("SSIM vs control")
+    for ax in (a1, a2):
+        ax.set_xlabel("frame")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(_title(report, "decoded frames"), color="firebrick" if report["smoke_test"] else "black")
+    return _save(fig, plt, path, 110)
 
 
 def write_drift_report(report: dict, out_dir) -> dict:
-    """drift.json, drift.md and drift.png in out_dir; returns their paths by kind."""
+    """drift.json, drift.md and the plots of the parts present, in out_dir; returns paths by name."""
+    from .capture import plot_layer_errors
+    from .policies import plot_speed_vs_drift
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    paths = {"json": write_json(_finite_or_none(report), out / "drift.json"),
-             "png": drift_plot(report, out / "drift.png")}
+    paths = {"json": write_json(finite_or_none(report), out / "drift.json"),
+             "drift.png": drift_plot(report, out / "drift.png")}
+    if any(r["trajectory"] for r in report["runs"]):
+        paths["trajectory.png"] = trajectory_plot(report, out / "trajectory.png")
+    if report.get("layer_errors"):
+        paths["layers.png"] = out / "layers.png"
+        plot_layer_errors(report["layer_errors"], paths["layers.png"],
+                          title=f"wan-fp4 per-layer attention error, model {report['model']['name']}",
+                          smoke=report["smoke_test"])
+    if report.get("frames"):
+        paths["frames.png"] = frames_plot(report, out / "frames.png")
+    if report.get("speed"):
+        title = f"wan-fp4 policies, model {report['model']['name']}"
+        if not timings_meaningful(report["environment"]["device"]):
+            title += "\nCPU: the speed axis is the reference emulation's, not the modes' speed"
+        paths["policies.png"] = out / "policies.png"
+        plot_speed_vs_drift(report["mode_speed"] + report["policies"], paths["policies.png"],
+                            title=title, smoke=report["smoke_test"])
     paths["md"] = out / "drift.md"
     paths["md"].write_text(drift_markdown(report))
     return paths

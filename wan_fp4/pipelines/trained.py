@@ -53,3 +53,14 @@ def trained_dir() -> Path:
         raise FileNotFoundError(f"the embedded trained model is missing from {WEIGHTS_DIR}; reinstall "
                                 "wan-fp4 (its weights ship as package data)")
     return WEIGHTS_DIR
+
+
+def is_trained_model(model) -> bool:
+    """Whether a `--model` argument is the embedded trained model's directory (False while the
+    package ships without its weights)."""
+    try:
+        weights = trained_dir()
+    except FileNotFoundError:
+        return False
+    path = Path(model)
+    return path.is_dir() and path.resolve() == weights.resolve()
