@@ -150,6 +150,6 @@ def test_a_stack_variant_that_fails_to_apply_leaves_the_weights(tiny_wan, monkey
     _fake_torchao(monkeypatch, [])
     enable(model)  # so the stack's own enable() refuses
     with pytest.raises(RuntimeError, match="already enabled"):
-        with L._Applied(model, L.VARIANTS["direct-p+float8-linears"], timer=L.Timer("cpu")):
+        with L.Applied(model, L.VARIANTS["direct-p+float8-linears"], timer=L.Timer("cpu")):
             pass
     assert all(m.weight is before[n] for n, m in model.named_modules() if isinstance(m, torch.nn.Linear))

@@ -19,7 +19,7 @@ import time
 import torch
 
 from .compiled import COMPILE_MODES, SCOPES, CompileSettings, check_policies
-from .latency import Geometry, make_inputs
+from .forward_inputs import Geometry, make_inputs
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -129,7 +129,7 @@ class DriftConfig:
 
 def tokens(pipe, cfg: DriftConfig) -> int:
     """Self-attention sequence length of one transformer call at the report's geometry."""
-    from .latency import Geometry
+    from .forward_inputs import Geometry
 
     return Geometry(cfg.height, cfg.width, cfg.frames, t_factor=pipe.vae_scale_factor_temporal,
                     s_factor=pipe.vae_scale_factor_spatial).tokens(pipe.transformer)
@@ -240,23 +240,25 @@ def run_policies(pipe, cfg: DriftConfig, policies, controls: dict, bar) -> list[
 
 def speed_rows(pipe, cfg: DriftConfig, device, policies) -> dict:
     """Per-forward time at the report's geometry: stock BF16, and each policy's non-BF16-step forward."""
-    from . import latency as L
+    from .forward_inputs import Geometry, make_inputs
+    from .forward_time import time_variant
+    from .timing import Timer
+    from .variants import BASELINE, VARIANTS, Variant
 
-    timer = L.Timer(device)
-    geom = L.Geometry(cfg.height, cfg.width, cfg.frames, t_factor=pipe.vae_scale_factor_temporal,
-                      s_factor=pipe.vae_scale_factor_spatial)
+    timer = Timer(device)
+    geom = Geometry(cfg.height, cfg.width, cfg.frames, t_factor=pipe.vae_scale_factor_temporal,
+                    s_factor=pipe.vae_scale_factor_spatial)
     t = pipe.transformer
-    inputs = L.make_inputs(t, geom, device)
-    base = L.time_variant(t, L.VARIANTS[L.BASELINE], inputs, geom=geom, timer=timer, warmup=1,
-                          repeats=cfg.time_repeats)
+    inputs = make_inputs(t, geom, device)
+    base = time_variant(t, VARIANTS[BASELINE], inputs, geom=geom, timer=timer, warmup=1, repeats=cfg.time_repeats)
     base_ms = base["forward_ms"]["median"]
     out = {"timing": timer.method, "stock_forward_ms": base_ms, "stock_attention_share": base["attention"]["share"],
            "policies": {}}
     n = cfg.policy_step_count
     for pol in policies:
-        v = L.Variant(pol.name, pol.description, "policy", mode=pol.mode)
+        v = Variant(pol.name, pol.description, "policy", mode=pol.mode)
         try:
-            r = L.time_variant(t, v, inputs, geom=geom, timer=timer, warmup=1, repeats=cfg.time_repeats,
+            r = time_variant(t, v, inputs, geom=geom, timer=timer, warmup=1, repeats=cfg.time_repeats,
                                cross_attention=cfg.cross_attention, policy_kwargs=pol.layer_kwargs())
         except RUN_ERRORS as exc:
             out["policies"][pol.name] = {"error": f"{type(exc).__name__}: {exc}"}

@@ -210,7 +210,7 @@ def _refuse(rank, exc) -> int:
 
 def run(args) -> int:
     from ..pipelines.random import CONFIGS, build_random_transformer
-    from .latency import Geometry, make_inputs
+    from .forward_inputs import Geometry, make_inputs
 
     rank, world = dist.get_rank(), dist.get_world_size()
     device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', rank))}" if args.device == "cuda" else "cpu")

@@ -1,0 +1,65 @@
+"""Timing on a device: CUDA events on a GPU, wall clock elsewhere (never a CPU figure to quote), and
+an attention-call timer for `capture.AttentionTap`."""
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+
+from . import capture
+
+
+class Timer:
+    """CUDA events on a CUDA device, else wall clock. `start()` returns a token, `stop(token)` a
+    handle; `elapsed_ms(handle)` after `sync()`."""
+
+    def __init__(self, device):
+        self.device = torch.device(device)
+        self.cuda = self.device.type == "cuda"
+        self.method = "cuda-events" if self.cuda else "wall-clock (CPU: not a figure to quote)"
+
+    def start(self):
+        if self.cuda:
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record()
+            return ev
+        return time.perf_counter()
+
+    def stop(self, token):
+        if self.cuda:
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record()
+            return (token, ev)
+        return (token, time.perf_counter())
+
+    def sync(self):
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+
+    def elapsed_ms(self, handle) -> float:
+        a, b = handle
+        return a.elapsed_time(b) if self.cuda else (b - a) * 1e3
+
+
+class CallTimer:
+    """AttentionTap handler: times each attention call (outermost, so it includes a replacement)."""
+
+    def __init__(self, timer: Timer):
+        self.timer, self.records = timer, []
+
+    def __call__(self, site, call, q, k, v):
+        t0 = self.timer.start()
+        out = call(q, k, v)
+        self.records.append((site.kind, site.layer, self.timer.stop(t0)))
+        return out
+
+    def summary(self) -> dict:
+        self.timer.sync()
+        out = {}
+        for kind in capture.KINDS:
+            ms = [self.timer.elapsed_ms(h) for k, _, h in self.records if k == kind]
+            if ms:
+                out[kind] = {"calls": len(ms), "total_ms": sum(ms), "median_ms": statistics.median(ms),
+                             "min_ms": min(ms), "max_ms": max(ms)}
+        return out
