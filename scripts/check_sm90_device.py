@@ -106,7 +106,7 @@ def check_prebuilt_and_layout(gen):
     for d in (128, 64):
         q, k, v = _rand(2, 1000, 3, d, gen), _rand(2, 1000, 3, d, gen), _rand(2, 1000, 3, d, gen)
         plain = prepare_fp8(q, k, v)
-        for mode in sm90.MODES:
+        for mode in sm90.SUPPORTED_MODES:
             ops = prepare_fp8(q, k, v, **v_layout_args(mode))
             same = torch.equal(ops.v8t.view(torch.uint8),
                                sm90_v_layout(plain.v8t, mode == "direct-p").view(torch.uint8))
@@ -157,7 +157,7 @@ def check_score_range(gen):
     cases = [("q*1e8", 1e8, 1.0, False), ("k*1e30", 1.0, 1e30, False),
              (f"q,k*{near:.0f} (|m| < 2^19)", near, near, True)]
     for kernel in ("sm90-cute", "triton"):
-        for mode in sm90.MODES:
+        for mode in sm90.SUPPORTED_MODES:
             for name, qm, km, compare in cases:
                 args = ((q.float() * qm).bfloat16(), (k.float() * km).bfloat16(), v)
                 want, ref = _outcome(lambda: reference.attention(*args, mode))
@@ -200,7 +200,7 @@ def do_check(configs):
         ("B1 H12 S7680 rows", 1, 12, 7680, 7680, 128, [slice(0, 256), slice(7552, 7680)]),
         ("B1 H12 S32760 rows", 1, 12, 32760, 32760, 128, [slice(0, 256), slice(32640, 32760)]),
     ]
-    for mode in sm90.MODES:
+    for mode in sm90.SUPPORTED_MODES:
         for name, b, h, sq, skv, d, rows in cases:
             for cfg in configs:
                 if rows is None:
@@ -209,7 +209,7 @@ def do_check(configs):
                     idx = torch.cat([torch.arange(r.start, r.stop) for r in rows]).cuda()
                     ok &= check_one(name, b, h, sq, skv, d, mode, cfg, gen, rows=idx)
     try:
-        for mode in sm90.MODES:
+        for mode in sm90.SUPPORTED_MODES:
             ok &= check_one("D64 B2 H3 S700", 2, 3, 700, 700, 64, mode, None, gen)
     except Exception as e:  # D = 64 is a bonus: report, do not hide the D = 128 results
         print(f"FAIL D64: {type(e).__name__}: {e}", flush=True)
@@ -311,7 +311,7 @@ def do_bench(shapes, configs):
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
             bench(label, "torch SDPA cuDNN BF16", flops,
                   lambda: torch.nn.functional.scaled_dot_product_attention(qt, kt, vt_))
-        for mode in sm90.MODES:
+        for mode in sm90.SUPPORTED_MODES:
             ops = prepare_fp8(q, k, v, **v_layout_args(mode))
             out = torch.empty(b, s, h, d, dtype=torch.bfloat16, device="cuda")
             lse = torch.empty(b, h, s, dtype=torch.float32, device="cuda")

@@ -42,7 +42,7 @@ def gpu_dispatch(monkeypatch):
         return lambda q, k, v, mode, fp4=None: (mode in modes, "" if mode in modes else f"not {mode!r}")
 
     monkeypatch.setattr(dispatch, "_capability", lambda device: (9, 0))
-    monkeypatch.setattr(sm90, "is_supported", supports(sm90.MODES))
+    monkeypatch.setattr(sm90, "is_supported", supports(sm90.SUPPORTED_MODES))
     monkeypatch.setattr(sm90, "sm90_attention", stand_in("sm90-cute"))
     monkeypatch.setattr(emulation, "is_supported", supports(emulation.SUPPORTED_MODES))
     monkeypatch.setattr(emulation, "fp4_emulation_attention", stand_in("fp4-emulation"))

@@ -37,3 +37,36 @@ def test_public_names():
     for name in ("MODES", "FP4Params", "attention", "kernel_for", "reference", "WanDirectPAttnProcessor",
                  "enable", "disable", "set_backend_mode", "backend_mode"):
         assert hasattr(wan_fp4, name), name
+
+
+# Files hashed into the prebuilt kernels' manifest (kernels/*/aot.py SOURCES): editing one
+# without a GPU rebuild invalidates the shipped kernels, so their own copies stay, checked equal.
+HASHED_COPIES = {("kernels/sm90/kernel.py", "TILE_N"), ("kernels/sm90/kernel.py", "LN2")}
+
+
+def test_shared_constants_are_defined_once():
+    """Every constant of wan_fp4.modes is defined there only: no module binds the same name
+    (or its _private twin) to its own value at module level."""
+    import ast
+
+    from wan_fp4 import modes
+
+    shared = {n for n in vars(modes) if n.isupper()}
+    pkg = ROOT / "wan_fp4"
+    found = set()
+    for path in pkg.rglob("*.py"):
+        rel = path.relative_to(pkg).as_posix()
+        if rel == "modes.py":
+            continue
+        for node in ast.parse(path.read_text()).body:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+            for t in targets:
+                if isinstance(t, ast.Name) and t.id.lstrip("_") in shared:
+                    found.add((rel, t.id))
+    assert found - HASHED_COPIES == set(), "define these in wan_fp4/modes.py and import them"
+    for rel, name in HASHED_COPIES:
+        ns: dict = {}
+        src = (pkg / rel).read_text()
+        line = next(x for x in src.splitlines() if x.startswith(f"{name} = "))
+        exec(line.split("#")[0], {"math": __import__("math")}, ns)
+        assert ns[name] == getattr(modes, name), f"{rel}: {name} differs from wan_fp4.modes"

@@ -17,12 +17,11 @@ from functools import lru_cache
 import torch
 
 from . import reference
-from .modes import FP4Params, check_mode, default_scale
+from .modes import MAX_HEAD_DIM, FP4Params, check_mode, default_scale
 
 log = logging.getLogger("wan_fp4")
 
 _FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
-MAX_HEAD_DIM = 256
 
 # name -> (module, function): imported on first use, so a missing optional package costs nothing.
 _KERNELS = {

@@ -10,6 +10,10 @@ from dataclasses import dataclass
 
 MODES = ("bf16", "fp8", "direct-p", "direct-p-fp4")
 
+LN2 = math.log(2.0)  # natural-log LSE = LN2 * (log2-unit LSE)
+# The largest (even) head dim the low-precision modes take; larger ones fall back to bf16.
+MAX_HEAD_DIM = 256
+
 # Tiling shared by the reference and every kernel: 128 queries x 128 keys, P blocks of 32 keys.
 TILE_M = 128
 TILE_N = 128
@@ -17,6 +21,7 @@ P_BLOCK = 32
 QK_SCALE_BLOCK = 128  # tokens per FP8 Q/K scale
 
 E4M3_MAX = 448.0
+E4M3_ONE = 0x38  # the E4M3 byte of 1.0
 FP8_P_SCALE = 256.0  # fp8 mode feeds E4M3(256 * p) to the PV product
 
 # direct-p: byte = clamp(rne(8 x + 120), 0, 120), read as an E4M3 byte (~ 256 * 2^x).

@@ -23,6 +23,7 @@ from .modes import (
     E4M3_MAX,
     FP4_SCALE_SHIFT,
     FP8_P_SCALE,
+    LN2,
     LOG2_6,
     MAX_SCORE_LOG2,
     NEAREST_POW2_BIAS,
@@ -38,7 +39,6 @@ from .modes import (
     default_scale,
 )
 
-LN2 = math.log(2.0)
 _INV_E4M3_MAX = 1.0 / E4M3_MAX
 # Queries are independent rows: process them in chunks (a multiple of the Q-scale block) to
 # bound memory at Wan shapes.

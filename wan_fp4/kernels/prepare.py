@@ -41,7 +41,7 @@ from functools import lru_cache
 
 import torch
 
-from ..modes import E4M3_MAX, QK_SCALE_BLOCK, TILE_N
+from ..modes import E4M3_MAX, E4M3_ONE, QK_SCALE_BLOCK, TILE_N  # noqa: F401 - E4M3_ONE: sm90.layout imports it from here
 from ..reference import check_score_range, key_mean, log2_scale
 
 log = logging.getLogger("wan_fp4")
@@ -58,7 +58,6 @@ try:  # Triton is optional: CPU installs use the torch path.
 except ImportError:  # pragma: no cover - exercised only where triton is missing
     triton = None
 
-E4M3_ONE = 0x38  # the E4M3 byte of 1.0
 _INV_E4M3_MAX = 1.0 / E4M3_MAX  # rounded to float32 where used: fl(1/448), as NUMERICS says
 
 

@@ -19,7 +19,10 @@ import torch
 
 from ... import formats, reference
 from ...modes import (
+    FP4_SCALE_SHIFT,
+    LN2,
     LOG2_6,
+    MAX_HEAD_DIM,
     MODES,
     NEAREST_POW2_BIAS,
     P_BLOCK,
@@ -39,9 +42,6 @@ except Exception as exc:  # triton is optional: dispatch then keeps the torch re
     _IMPORT_ERROR = exc
 
 SUPPORTED_MODES = ("direct-p-fp4",)
-MAX_HEAD_DIM = 256
-# check_overflow turns the natural-log LSE back into log2 units.
-_LN2 = math.log(2.0)
 # Kernel variants (both exact, both checked): block maxima by reshape (else by masked selects);
 # E2M1 by the comparison ladder (else by the magic-number rounding, 14% faster on H200 at S 7680).
 # Launch: 128 x 128 tiles, 8 warps, 2 stages (the numerics fix only the 32-key P blocks); head
@@ -170,7 +170,7 @@ def check_overflow(out, lse, m, scale):
     """Raise where the reference's FP32 sums overflow: its denominator 6 sum 2^(e-16) q, or its
     accumulator (= out times that), reaches 2^128. From lse: log2(sum 2^(e-16) q) =
     (lse - m scale) / ln2 - 16 + log2 6."""
-    log2_l = (lse - m * scale) / _LN2 - 16.0 + math.log2(6.0)  # (B,H,Sq)
+    log2_l = (lse - m * scale) / LN2 - FP4_SCALE_SHIFT + math.log2(6.0)  # (B,H,Sq)
     big_out = out.abs().amax(dim=-1).transpose(1, 2).clamp(min=1.0).log2()  # (B,H,Sq)
     worst = (log2_l + math.log2(6.0) + big_out).nan_to_num(nan=-math.inf).max()
     if worst.item() >= 128.0:

@@ -17,11 +17,10 @@ from dataclasses import dataclass
 import torch
 
 from ... import reference
-from ...modes import FP4_SCALE_SHIFT, FP4Params, check_mode, default_scale
+from ...modes import FP4_SCALE_SHIFT, LN2, FP4Params, check_mode, default_scale
 from .pack import HEAD_DIM, SM100Operands, prepare_operands
 
 MODE = "direct-p-fp4"
-LN2 = math.log(2.0)
 SUPPORTED_CAPABILITY = (10, 0)  # sm_100a code runs on sm_100 only (not sm_103 / sm_120)
 
 __all__ = ["sm100_attention", "is_supported", "LaunchArgs", "build_launch_args", "prepare_operands"]

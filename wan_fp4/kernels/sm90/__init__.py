@@ -14,7 +14,7 @@ import importlib.util
 
 import torch
 
-MODES = ("direct-p", "fp8")
+SUPPORTED_MODES = ("direct-p", "fp8")
 HEAD_DIMS = (64, 128)
 DEFAULT_CONFIG = {"n_wg": 2, "stages": 2, "overlap": True, "fold": 2}
 # Per-mode changes to DEFAULT_CONFIG, chosen by measurement (BENCHMARKS.md, sm90 config sweep):
@@ -46,8 +46,8 @@ def shape_reason(b: int, h: int, s_q: int, s_kv: int) -> str:
 
 
 def is_supported(q, k, v, mode, fp4=None) -> tuple[bool, str]:
-    if mode not in MODES:
-        return False, f"sm90 kernel serves modes {MODES}, not {mode!r}"
+    if mode not in SUPPORTED_MODES:
+        return False, f"sm90 kernel serves modes {SUPPORTED_MODES}, not {mode!r}"
     if not (q.is_cuda and k.is_cuda and v.is_cuda):
         return False, "sm90 kernel needs CUDA tensors"
     if torch.cuda.get_device_capability(q.device) != (9, 0):
@@ -100,11 +100,11 @@ def lse_shift(ops, head_dim, scale=None):
     """ln2 * (q8 * sq * c) . k_mean per row, (B, H, Sq): smoothing K shifted each row's scores by
     that much; the reference adds it back so LSEs of different key chunks compare (ring attention).
     The kernel's LSE leaves it out (it would need a Q . mean_k dot per row); add it here."""
-    from ...modes import default_scale
-    from ...reference import LN2, log2_scale
+    from ...modes import LN2, QK_SCALE_BLOCK, default_scale
+    from ...reference import log2_scale
 
     c = log2_scale(default_scale(head_dim) if scale is None else float(scale))
-    sq = ops.q_scale.repeat_interleave(128, dim=2)[:, :, : ops.seq_q] * c  # (B, H, Sq)
+    sq = ops.q_scale.repeat_interleave(QK_SCALE_BLOCK, dim=2)[:, :, : ops.seq_q] * c  # (B, H, Sq)
     q = ops.q8[:, :, : ops.seq_q].to(torch.float32) * sq.unsqueeze(-1)
     return LN2 * torch.matmul(q, ops.k_mean.unsqueeze(-1)).squeeze(-1)
 
