@@ -42,7 +42,7 @@ from functools import lru_cache
 import torch
 
 from ..modes import E4M3_MAX, E4M3_ONE, QK_SCALE_BLOCK, TILE_N  # noqa: F401 - E4M3_ONE: sm90.layout imports it from here
-from ..reference import check_score_range, key_mean, log2_scale
+from ..reference import check_score_range, key_mean, log2_scale, pow2_scale
 
 log = logging.getLogger("wan_fp4")
 _skipped_in_capture: list = []
@@ -58,7 +58,6 @@ try:  # Triton is optional: CPU installs use the torch path.
 except ImportError:  # pragma: no cover - exercised only where triton is missing
     triton = None
 
-_INV_E4M3_MAX = 1.0 / E4M3_MAX  # rounded to float32 where used: fl(1/448), as NUMERICS says
 
 
 @dataclass
@@ -156,16 +155,6 @@ def _v_amax(v: torch.Tensor) -> torch.Tensor:
     return torch.maximum(-lo, hi).to(torch.float32)
 
 
-def pow2_scale(amax: torch.Tensor) -> torch.Tensor:
-    """NUMERICS' power-of-two scale: 2^ceil(log2 fl(amax * fl(1/448))), read off the FP32 bits; 1 for 0."""
-    r = amax.to(torch.float32) * torch.tensor(_INV_E4M3_MAX, dtype=torch.float32)
-    bits = r.view(torch.int32)
-    e = (bits >> 23) & 0xFF
-    t = torch.where((bits & 0x7FFFFF) == 0, e - 127, e - 126)
-    t = torch.where(amax == 0, torch.zeros_like(t), t)  # t = -127 when r underflows to 0: 2^-127
-    return torch.ldexp(torch.ones_like(r), t)
-
-
 def _e4m3_torch(x: torch.Tensor) -> torch.Tensor:
     """RNE, saturating at +-448 (torch's own cast turns overflow into NaN, so clamp first)."""
     return x.clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
@@ -207,7 +196,7 @@ if triton is not None:
 
     @triton.jit
     def _pow2_scale_tl(amax):
-        """Returns (scale, 1/scale) as exact powers of two; see pow2_scale."""
+        """Returns (scale, 1/scale) as exact powers of two; see reference.pow2_scale."""
         r = amax * 0.002232142857142857  # fl32(1/448)
         bits = r.to(tl.int32, bitcast=True)
         e = (bits >> 23) & 0xFF
