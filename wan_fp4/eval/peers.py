@@ -11,6 +11,8 @@ from typing import Callable
 
 import torch
 
+from ..modes import E4M3_MAX
+
 PeerFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
@@ -117,7 +119,7 @@ class CudnnFP8:
 
     def __call__(self, q, k, v):
         graph, handle, (tq, tk, tv, to, tas, tao), scalars, workspace, amax_buf = self._graph(tuple(q.shape), q.device)
-        fp8_max = 448.0
+        fp8_max = E4M3_MAX
 
         def quant(x):
             key = (x.data_ptr(), tuple(x.shape))
