@@ -244,7 +244,7 @@ def test_layer_policy_reaches_the_dispatcher(tiny_wan, monkeypatch):
 
 # ----------------------------------------------------------------------------- steps
 def tiny_pipeline(head_dim=32):
-    """A tiny WanPipeline built offline (diffusers-wan-notes §4)."""
+    """A tiny WanPipeline built offline: real diffusers classes, a word-level tokenizer, no downloads."""
     from diffusers import AutoencoderKLWan, FlowMatchEulerDiscreteScheduler, WanPipeline, WanTransformer3DModel
     from tokenizers import Tokenizer, pre_tokenizers
     from tokenizers.models import WordLevel

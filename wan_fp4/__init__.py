@@ -1,6 +1,6 @@
 """wan-fp4: Direct-P low-precision attention for Wan2.1 in diffusers.
 
-Public API (DESIGN §1):
+Public API (the layers behind it: docs/ARCHITECTURE.md):
     wan_fp4.MODES                         the attention modes
     wan_fp4.FP4RangeWarning               direct-p-fp4 scores left the P map's range (use the guard)
     wan_fp4.attention(q, k, v, mode)      fastest correct kernel for the device, (B, S, H, D) layout

@@ -1,4 +1,4 @@
-"""The `"direct_p"` diffusers attention backend (DESIGN §1, §5).
+"""The `"direct_p"` diffusers attention backend (docs/ARCHITECTURE.md, "One attention call", step 4).
 
 Importing this module adds `AttentionBackendName.DIRECT_P` ("direct_p") to diffusers' closed enum
 and registers `_direct_p_attention` in its private `_AttentionBackendRegistry` (pyproject pins

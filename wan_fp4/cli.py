@@ -21,7 +21,8 @@ import shlex
 import sys
 from pathlib import Path
 
-# Defaults for real Wan2.1 checkpoints: the pipeline's own for generate, DESIGN §6 for drift.
+# Defaults for real Wan2.1 checkpoints: the pipeline's own for generate; for drift the paper's
+# protocol geometry, 512x768 and 17 frames (7,680 tokens).
 # A model may override them: a registered one in its ModelSpec (the tiny model uses small geometry
 # so it runs in seconds), a local directory in its wan_fp4_defaults.json (pipelines.write_defaults).
 GENERATE_DEFAULTS = {"height": 480, "width": 832, "frames": 81, "steps": 50}

@@ -1,4 +1,5 @@
-"""Device + mode -> kernel (DESIGN §4), input validation and visible exact fallbacks.
+"""Device + mode -> kernel (docs/ARCHITECTURE.md, "One attention call"), input validation and visible exact
+fallbacks.
 
 `attention()` goes through the `wan_fp4::attention` custom op so that torch.compile(fullgraph=True)
 sees one opaque node. The kernel is chosen inside the op's implementation (`AUTO`), which runs

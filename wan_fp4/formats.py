@@ -1,4 +1,4 @@
-"""Exact encode/decode of the low-precision formats (DESIGN §3), in plain PyTorch.
+"""Exact encode/decode of the low-precision formats (docs/NUMERICS.md), in plain PyTorch.
 
 E4M3 is OCP FP8 E4M3FN (max 448, no infinities). E2M1 is FP4 with magnitudes
 {0, .5, 1, 1.5, 2, 3, 4, 6}; a code is a byte with the sign in bit 3 and the magnitude index in
@@ -121,7 +121,7 @@ def _nvfp4_threshold_codes(mag_over_scale: torch.Tensor) -> torch.Tensor:
 
 
 def nvfp4_quantize_qk(x: torch.Tensor) -> NVFP4Tensor:
-    """NVFP4 with paired-block scales chosen by minimum squared error (DESIGN §3, direct-p-fp4).
+    """NVFP4 with paired-block scales chosen by minimum squared error (docs/NUMERICS.md, "direct-p-fp4").
 
     For each pair of 16-value blocks (block j and block j + Dp/32, the same place in the two
     halves of D), base = fl(amax * fl32(1/6)) (the paper's arithmetic, not amax / 6) and the

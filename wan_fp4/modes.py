@@ -1,4 +1,4 @@
-"""Attention modes and their numeric parameters (DESIGN §3).
+"""Attention modes and their numeric parameters (docs/NUMERICS.md).
 
 Every constant that the reference and the kernels must agree on lives here, so that a kernel
 cannot drift from the reference by a copied literal.

@@ -1,5 +1,5 @@
-"""Which attention mode each Wan attention call runs (DESIGN §5 policies), and where the step
-index comes from.
+"""Which attention mode each Wan attention call runs (per layer, per denoising step, self vs cross
+attention), and where the step index comes from.
 
 A `Policy` belongs to one transformer. Its per-layer part is fixed at `enable()` time; its
 per-step part is two booleans, `step_known` and `step_bf16`, written by `StepHook` from

@@ -1,4 +1,4 @@
-"""WanDirectPAttnProcessor and enable()/disable() (DESIGN §5).
+"""WanDirectPAttnProcessor and enable()/disable() (docs/ARCHITECTURE.md, "One attention call", steps 1-3).
 
 The processor reuses diffusers' own `WanAttnProcessor.__call__` code object — I2V split, fused or
 plain projections, qk-norm across heads, interleaved RoPE, image branch — run with one name

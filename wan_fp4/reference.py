@@ -1,4 +1,4 @@
-"""The numerics contract: a PyTorch reference of every attention mode (DESIGN §3, docs/NUMERICS.md).
+"""The numerics contract: a PyTorch reference of every attention mode (docs/NUMERICS.md).
 
 This module is the only place the numerics are defined in code. It follows the kernels block
 for block: 128-key tiles in key order with a running row max for fp8/direct-p, 32-key P blocks

@@ -2,7 +2,7 @@
 
 For latency at real shapes (and for exercising the drift machinery at real shapes) without
 downloading anything. The transformer is the exact WanTransformer3DModel configuration of
-Wan2.1-T2V-1.3B / -14B (docs: research/diffusers-wan-notes.md §1). It is built on the meta
+Wan2.1-T2V-1.3B / -14B (the config.json of the released Diffusers checkpoints). It is built on the meta
 device, materialised directly on the target device in the target dtype (`to_empty`), and
 initialised there with each module's own `reset_parameters()`: no slow CPU init of 14 B
 parameters, and the same weight scales as a freshly constructed model. Modules diffusers keeps in
@@ -24,7 +24,7 @@ import torch
 
 from .registry import MODELS, ModelSpec, register_model
 
-# WanTransformer3DModel fields of the released checkpoints (diffusers-wan-notes §1).
+# WanTransformer3DModel fields of the released checkpoints (their transformer/config.json).
 _COMMON = dict(patch_size=(1, 2, 2), attention_head_dim=128, in_channels=16, out_channels=16, text_dim=4096,
                freq_dim=256, cross_attn_norm=True, qk_norm="rms_norm_across_heads", eps=1e-6,
                image_dim=None, added_kv_proj_dim=None, rope_max_seq_len=1024)

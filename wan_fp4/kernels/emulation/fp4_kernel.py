@@ -1,4 +1,4 @@
-"""Triton kernel: the exact emulation of direct-p-fp4 (DESIGN §3, docs/NUMERICS.md) on BF16 tensor cores.
+"""Triton kernel: the exact emulation of direct-p-fp4 (docs/NUMERICS.md, "direct-p-fp4") on BF16 tensor cores.
 
 For GPUs without FP4 tensor cores (Hopper, Ampere). The operands are the reference's own
 (`formats.nvfp4_quantize_qk(..).dequantize()` for Q and K, `formats.mxfp4_quantize_v(v)

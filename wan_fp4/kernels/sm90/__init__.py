@@ -1,4 +1,4 @@
-"""sm_90a (H100/H200) CuTe DSL attention for modes "direct-p" and "fp8" (DESIGN §4).
+"""sm_90a (H100/H200) CuTe DSL attention for modes "direct-p" and "fp8" (docs/ARCHITECTURE.md, "Kernel families").
 
     sm90_attention(q, k, v, mode, scale=None, *, return_lse=False) -> out (B, S_q, H, D)
     is_supported(q, k, v, mode) -> (bool, reason)
