@@ -13,16 +13,41 @@ def _qkv(b=1, sq=70, skv=90, h=2, d=64, dtype=torch.bfloat16, seed=0):
     return tuple(torch.randn(b, s, h, d, generator=g).to(dtype) for s in (sq, skv, skv))
 
 
+def _exact(q, k, v, scale):
+    """Softmax attention in float64, independent of every wan_fp4 code path."""
+    s = torch.einsum("bqhd,bkhd->bhqk", q.double(), k.double()) * scale
+    return torch.einsum("bhqk,bkhd->bqhd", torch.softmax(s, dim=-1), v.double())
+
+
+def _rel(a, b):
+    return ((a.double() - b.double()).norm() / b.double().norm()).item()
+
+
+# Relative L2 error against float64 attention on N(0,1) inputs at D = 128: bf16 only rounds the
+# output to BF16 (2^-9 relative, bound 1%); the low-precision bounds are tests/test_reference.py's
+# BOUNDS (derived there), and their lower ends make sure the mode really quantised.
+CPU_BOUNDS = {"bf16": (0.0, 0.01), "fp8": (0.02, 0.09), "direct-p": (0.02, 0.10), "direct-p-fp4": (0.15, 0.45)}
+
+
 @pytest.mark.parametrize("mode", wan_fp4.MODES)
-def test_cpu_runs_the_reference(mode):
-    q, k, v = _qkv(seed=1)
-    out = wan_fp4.attention(q, k, v, mode=mode)
+def test_cpu_attention_is_attention_within_the_modes_bound(mode):
+    q, k, v = _qkv(sq=130, skv=300, d=128, seed=1)
     assert wan_fp4.kernel_for(q, mode) == ("sdpa" if mode == "bf16" else "reference")
-    if mode == "bf16":
-        ref = reference.attention(q.float(), k.float(), v.float(), "bf16")
-        assert (out.float() - ref).abs().max() < 2e-2  # SDPA in bf16 vs FP32 exact
-    else:
-        assert torch.equal(out, reference.attention(q, k, v, mode))
+    out = wan_fp4.attention(q, k, v, mode=mode)
+    assert out.dtype == q.dtype and out.shape == q.shape
+    low, high = CPU_BOUNDS[mode]
+    assert low <= _rel(out, _exact(q, k, v, 1 / 128 ** 0.5)) < high
+
+
+@pytest.mark.parametrize("mode", wan_fp4.MODES[1:])
+def test_the_op_hands_scale_and_fp4_map_to_the_kernel(mode):
+    """A non-default scale and P map reach the kernel through the custom op's arguments: the
+    output is the reference's for those arguments, not for the defaults."""
+    q, k, v = _qkv(seed=8)
+    fp4 = wan_fp4.FP4Params(affine=(1.5, 1.2))
+    out = wan_fp4.attention(q, k, v, mode=mode, scale=0.3, fp4=fp4)
+    assert torch.equal(out, reference.attention(q, k, v, mode, 0.3, fp4=fp4))
+    assert not torch.equal(out, reference.attention(q, k, v, mode))
 
 
 def test_return_lse_shapes():
@@ -69,13 +94,27 @@ def test_unsupported_head_dim_falls_back_to_bf16_visibly(caplog):
 
 
 def test_torch_compile_fullgraph_sees_one_op():
+    """Dynamo traces attention as the one custom-op node: kernel selection, validation and the
+    reference's Python stay inside the op, out of the graph."""
     q, k, v = _qkv(seed=6)
 
     def f(q, k, v):
         return wan_fp4.attention(q, k, v, mode="direct-p") * 2
 
-    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
+    graphs = []
+
+    def capture(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    compiled = torch.compile(f, fullgraph=True, backend=capture)
     assert torch.equal(compiled(q, k, v), f(q, k, v))
+    assert len(graphs) == 1
+    calls = [n.target for n in graphs[0].graph.nodes if n.op in ("call_function", "call_method")]
+    op = torch.ops.wan_fp4.attention
+    assert sum(t in (op, op.default) for t in calls) == 1, calls
+    assert len(calls) == 2, calls  # the op and the * 2: nothing of the selection was traced
 
 
 @pytest.mark.parametrize("name", ["triton", "sm90-cute", "sm100-cute", "fp4-emulation"])
