@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from wan_fp4 import formats, reference
-from wan_fp4.modes import AFFINE_WAN, FP4Params
+from wan_fp4.modes import AFFINE_WAN, LOG2_6, NEAREST_POW2_BIAS, P_EXP_MAX, P_EXP_MIN, FP4Params
 from wan_fp4.kernels import sm100
 from wan_fp4.kernels.sm100 import pack
 
@@ -621,3 +621,107 @@ def test_kernel_p_map_model_matches_reference(affine):
     in_range = shifted >= -127
     assert torch.equal(e8m0.to(torch.float32)[in_range] - 127, shifted[in_range])
     assert (e8m0[~in_range] == 0).all()
+
+
+# ------------------------------------------------ the P map, executed from the kernel's PTX
+def _ptx_value(ptx, env, operand):
+    """An operand of the P-map PTX: an FP32 immediate (0fXXXXXXXX), a bound register, or a
+    register the kernel sets once from an integer (mov.b32 %r, N: an FP32 constant's bits)."""
+    import struct
+
+    def from_bits(u: int) -> torch.Tensor:
+        return torch.tensor(struct.unpack("<f", struct.pack("<I", u & 0xFFFFFFFF))[0], dtype=torch.float32)
+
+    if operand.startswith("0f"):
+        return from_bits(int(operand[2:], 16))
+    if operand in env:
+        return env[operand]
+    defs = re.findall(rf"mov\.b32\s+{re.escape(operand)}, (-?\d+);", ptx)
+    assert len(defs) == 1, f"{operand} is neither bound nor a constant set once: {defs}"
+    return from_bits(int(defs[0]))
+
+
+def _run_ptx(ptx, lines, env):
+    """Execute straight-line FP32 PTX (the P map's inline asm) on CPU tensors, instruction by
+    instruction with PTX's rounding: .rn ops in FP32, fma with one rounding, PTX max/min."""
+    f32 = torch.float32
+    for line in lines:
+        op, *args = re.split(r"[\s,]+", line.strip().rstrip(";"))
+        dst, src = args[0], [_ptx_value(ptx, env, a) for a in args[1:]]
+        env[dst] = {
+            "neg.f32": lambda a: -a,
+            "sub.rn.f32": lambda a, b: (a - b).to(f32),
+            "mul.rn.f32": lambda a, b: (a * b).to(f32),
+            "add.rn.f32": lambda a, b: (a + b).to(f32),
+            "fma.rn.f32": lambda a, b, c: (a.double() * b.double() + c.double()).to(f32),
+            "cvt.rmi.f32.f32": torch.floor,
+            "max.f32": torch.fmax,  # PTX max/min return the non-NaN operand
+            "min.f32": torch.fmin,
+            "cvt.rzi.s32.f32": lambda a: torch.trunc(a).to(torch.int32),
+            "cvt.rn.f32.s32": lambda a: a.to(f32),
+        }[op](*src)
+    return env
+
+
+def _asm_blocks(ptx, first):
+    """The instruction lines of every inline-asm block that starts with `first`."""
+    return [b.strip().splitlines() for b in re.findall(rf"^{re.escape(first)}\n(.*?)^\}}", ptx, re.M | re.S)]
+
+
+@pytest.mark.parametrize("affine", [AFFINE_WAN, (1.50, 1.20)])
+@pytest.mark.parametrize("margin", [None, 110.0])
+def test_ptx_p_map_executed_on_cpu_matches_reference(ptx, affine, margin):
+    """The kernel's own P-map instructions and constants, taken from its PTX and executed here
+    (row offset fma(-m, c, log2 6); per 32-key block g, clamp, e; bias fma(A, qb, B)), then the
+    packed fma(s, fl(A c), bias) and the E2M1 conversion the PTX tests count, give the
+    reference's codes and block exponents in every P block of both softmax warpgroups."""
+    torch.manual_seed(4)
+    c = reference.log2_scale(1 / math.sqrt(128))
+    s = torch.randn(64, 128) * torch.logspace(-1, 2.5, 64).unsqueeze(-1)
+    s[:, 100:] = -math.inf  # keys past S_kv
+    s[1, :32] = -1e30  # a block far below the E8M0 range
+    if margin is None:
+        m = torch.zeros(64, 1)
+    else:
+        s += torch.linspace(-500, 3000, 64).unsqueeze(-1)
+        m = reference.guard_reference(s[:, :100:4].amax(-1, keepdim=True), margin)
+    want_codes, want_e = reference.fp4_p_codes(s, m, c, affine)
+
+    c32, a32, b32 = (torch.tensor(x, dtype=torch.float32) for x in (c, *affine))
+    ac = (a32.double() * c32.double()).to(torch.float32)  # the launch argument fl(A c)
+    rows = _asm_blocks(ptx, ".reg .f32 nm;")
+    g_blocks = _asm_blocks(ptx, ".reg .f32 g;")
+    bias_blocks = _asm_blocks(ptx, ".reg .f32 fe, qb;")
+    assert len(rows) == 2 and len(g_blocks) == len(bias_blocks) == 2 * 4  # 2 WGs x 4 P blocks
+    # The constants in the PTX are the reference's (random scores rarely sit on a boundary where
+    # one ulp of log2 6 or of the rounding bias would change a code, so compare them directly).
+    f32 = lambda x: torch.tensor(x, dtype=torch.float32)  # noqa: E731
+    const = {"fma.rn.f32": f32(LOG2_6), "add.rn.f32": f32(NEAREST_POW2_BIAS),
+             "max.f32": f32(P_EXP_MIN), "min.f32": f32(P_EXP_MAX)}
+    for line in [*rows[0], *g_blocks[0]]:
+        op, *args = re.split(r"[\s,]+", line.strip().rstrip(";"))
+        if op in const and args[1] in ("nm", "g"):
+            assert torch.equal(_ptx_value(ptx, {}, args[-1]), const.pop(op)), line
+    assert not const, f"P-map constants not found in the PTX: {sorted(const)}"
+    checked = 0
+    for row in rows:
+        m_reg, c_reg = re.search(r"neg\.f32 nm, (%r\d+);\s*fma\.rn\.f32 %r\d+, nm, (%r\d+),", "\n".join(row)).groups()
+        env = _run_ptx(ptx, row, {m_reg: m, c_reg: c32})
+        mine = [g for g in g_blocks if re.match(rf"sub\.rn\.f32 g, %r\d+, {re.escape(m_reg)};", g[0])]
+        assert len(mine) == 4
+        for j, g in enumerate(mine):
+            bmax_reg = re.match(r"sub\.rn\.f32 g, (%r\d+),", g[0]).group(1)
+            env[bmax_reg] = s[:, 32 * j:32 * (j + 1)].amax(-1, keepdim=True)
+            _run_ptx(ptx, g, env)
+            e_reg = re.match(r"cvt\.rzi\.s32\.f32 (%r\d+), g;", g[-1]).group(1)
+            (bias,) = [b for b in bias_blocks if b[0] == f"cvt.rn.f32.s32 fe, {e_reg};"]
+            a_reg, b_reg = re.match(r"fma\.rn\.f32 %r\d+, (%r\d+), qb, (%r\d+);", bias[-1]).groups()
+            env.update({a_reg: a32, b_reg: b32})
+            out_reg = re.match(r"fma\.rn\.f32 (%r\d+),", bias[-1]).group(1)
+            _run_ptx(ptx, bias, env)
+            y = (s[:, 32 * j:32 * (j + 1)].double() * ac.double() + env[out_reg].double()).to(torch.float32)
+            codes = formats.e2m1_round(y.nan_to_num(nan=0.0).clamp(min=0.0))
+            assert torch.equal(env[e_reg].to(torch.float32), want_e[:, j:j + 1]), f"block {j}: e"
+            assert torch.equal(codes, want_codes[:, 32 * j:32 * (j + 1)]), f"block {j}: codes"
+            checked += 1
+    assert checked == 8
