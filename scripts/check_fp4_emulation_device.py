@@ -1,4 +1,4 @@
-"""GPU check and timing of the Triton direct-p-fp4 emulation (wan_fp4.kernels.emulation).
+"""GPU check and timing of the Triton direct-p-fp4 emulation (wan_fp4.kernels.fp4_emulation).
 
     PYTHONUNBUFFERED=1 python scripts/check_fp4_emulation_device.py [--out DIR] [--budget-s 170]
 
@@ -158,7 +158,7 @@ def main():
     import triton
 
     from wan_fp4 import reference
-    from wan_fp4.kernels import emulation as emu
+    from wan_fp4.kernels import fp4_emulation as emu
     from wan_fp4.modes import AFFINE_GENERIC, FP4Params
 
     torch.backends.cuda.matmul.allow_tf32 = False

@@ -27,7 +27,7 @@ POLICIES = POLICY_CASES
 @pytest.fixture
 def gpu_dispatch(monkeypatch):
     """Kernel selection as on an H200 (sm_90): returns a Counter of kernel runs by name."""
-    from wan_fp4.kernels import emulation, sm90
+    from wan_fp4.kernels import fp4_emulation, sm90
 
     ran = Counter()
 
@@ -44,8 +44,8 @@ def gpu_dispatch(monkeypatch):
     monkeypatch.setattr(dispatch, "_capability", lambda device: (9, 0))
     monkeypatch.setattr(sm90, "is_supported", supports(sm90.SUPPORTED_MODES))
     monkeypatch.setattr(sm90, "sm90_attention", stand_in("sm90-cute"))
-    monkeypatch.setattr(emulation, "is_supported", supports(emulation.SUPPORTED_MODES))
-    monkeypatch.setattr(emulation, "fp4_emulation_attention", stand_in("fp4-emulation"))
+    monkeypatch.setattr(fp4_emulation, "is_supported", supports(fp4_emulation.SUPPORTED_MODES))
+    monkeypatch.setattr(fp4_emulation, "fp4_emulation_attention", stand_in("fp4-emulation"))
     return ran
 
 

@@ -31,8 +31,8 @@ import triton.language as tl  # noqa: E402
 from wan_fp4 import formats, reference  # noqa: E402
 from wan_fp4.eval.metrics import rel_l2 as _rel_l2  # noqa: E402
 from wan_fp4.modes import AFFINE_GENERIC, AFFINE_WAN, FP4Params, FP4RangeWarning  # noqa: E402
-from wan_fp4.kernels import emulation as emu  # noqa: E402
-from wan_fp4.kernels.emulation import fp4_kernel  # noqa: E402
+from wan_fp4.kernels import fp4_emulation as emu  # noqa: E402
+from wan_fp4.kernels.fp4_emulation import fp4_kernel  # noqa: E402
 
 if type(fp4_kernel.fp4_emulation_fwd).__name__ != "InterpretedFunction":
     # imported earlier without the interpreter (another test module): rebuild the kernels

@@ -29,7 +29,7 @@ _KERNELS = {
     "triton": ("wan_fp4.kernels.triton", "triton_attention"),
     "sm90-cute": ("wan_fp4.kernels.sm90", "sm90_attention"),
     "sm100-cute": ("wan_fp4.kernels.sm100", "sm100_attention"),
-    "fp4-emulation": ("wan_fp4.kernels.emulation", "fp4_emulation_attention"),
+    "fp4-emulation": ("wan_fp4.kernels.fp4_emulation", "fp4_emulation_attention"),
 }
 _BUILTIN = ("reference", "emulation", "sdpa", "fa4")
 AUTO = "auto"  # the op's kernel argument when the caller forces none: selected at run time
