@@ -193,11 +193,12 @@ def _prepare_torch(q, k, v, v_perm=None, v_ones_rows=0) -> PreparedFP8:
 
 # ----------------------------------------------------------------------------------- Triton path
 if triton is not None:
+    _INV_E4M3_MAX = tl.constexpr(1.0 / E4M3_MAX)  # a compile-time constant of the kernels
 
     @triton.jit
     def _pow2_scale_tl(amax):
         """Returns (scale, 1/scale) as exact powers of two; see reference.pow2_scale."""
-        r = amax * 0.002232142857142857  # fl32(1/448)
+        r = amax * _INV_E4M3_MAX  # fl32(1/448)
         bits = r.to(tl.int32, bitcast=True)
         e = (bits >> 23) & 0xFF
         t = tl.where((bits & 0x7FFFFF) == 0, e - 127, e - 126)

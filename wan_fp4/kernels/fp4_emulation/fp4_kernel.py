@@ -32,6 +32,11 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ...modes import LN2, P_EXP_MIN
+
+_LN2 = tl.constexpr(LN2)  # compile-time constants: Triton reads globals only as tl.constexpr
+_P_EXP_MIN = tl.constexpr(float(P_EXP_MIN))
+
 
 @triton.jit
 def _e2m1_rne(y, LADDER: tl.constexpr):
@@ -169,7 +174,7 @@ def fp4_emulation_fwd(q_ptr, k_ptr, v_ptr, m_ptr, out_ptr, lse_ptr, r_ptr, pq_pt
 
     acc = tl.zeros([BLOCK_M, DP], tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
-    r_i = tl.full([BLOCK_M], -126.0, tl.float32)  # the smallest block exponent
+    r_i = tl.full([BLOCK_M], _P_EXP_MIN, tl.float32)  # the smallest block exponent
     n_full = Skv // BLOCK_N
     for j in range(0, n_full):  # full tiles: no key mask
         acc, l_i, r_i = _tile(acc, l_i, r_i, q_tile, k_base, v_base, pq_base, pe_base, j, Skv,
@@ -189,6 +194,6 @@ def fp4_emulation_fwd(q_ptr, k_ptr, v_ptr, m_ptr, out_ptr, lse_ptr, r_ptr, pq_pt
     o = tl.where(denom[:, None] > 0.0, o, 0.0)  # every code underflowed: 0, never NaN
     optr = out_ptr + b * sob + h * soh + offs_m[:, None] * sos + offs_d[None, :]
     tl.store(optr, o, mask=row_ok[:, None] & (offs_d[None, :] < D))
-    lse = m_row * scale + 0.6931471805599453 * (tl.log2(l_i / 6.0) + r_i)
+    lse = m_row * scale + _LN2 * (tl.log2(l_i / 6.0) + r_i)
     tl.store(lse_ptr + bh * Sq + offs_m, lse, mask=row_ok)
     tl.store(r_ptr + bh * Sq + offs_m, r_i, mask=row_ok)

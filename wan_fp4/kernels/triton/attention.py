@@ -28,13 +28,18 @@ import torch
 import triton
 import triton.language as tl
 
-from ...modes import TILE_M, TILE_N, check_mode, default_scale
+from ...modes import DIRECT_P_ONE, DIRECT_P_SLOPE, FP8_P_SCALE, LN2, TILE_M, TILE_N, check_mode, default_scale
 from ...reference import log2_scale
 from ..prepare import PreparedFP8, e4m3_rne_sat, prepare_fp8, triton_usable
 
 SUPPORTED_MODES = ("fp8", "direct-p")
 SUPPORTED_HEAD_DIMS = (64, 128)
 _MODE_ID = {"fp8": 0, "direct-p": 1}
+# The modes' constants, as compile-time constants of the kernels (Triton reads globals only then).
+_LN2 = tl.constexpr(LN2)
+_P_ONE = tl.constexpr(float(DIRECT_P_ONE))
+_P_SLOPE = tl.constexpr(DIRECT_P_SLOPE)
+_P_SCALE = tl.constexpr(FP8_P_SCALE)
 
 
 def _configs():
@@ -87,8 +92,8 @@ def _tile(acc, l_i, m_i, q, q_hi, sq, c, k_base, v_base, ks_base, j, Skv, Skv_pa
     m_new = tl.maximum(m_i, tl.max(z, axis=1))
     alpha = tl.exp2(m_i - m_new)  # the only exp2 of direct-p: one per row
     if MODE == 1:
-        bias = 120.0 - 8.0 * m_new
-        t = z * 8.0 + bias[:, None]
+        bias = _P_ONE - _P_SLOPE * m_new
+        t = z * _P_SLOPE + bias[:, None]
         # clamp(rne(t), 0, 120): z <= m_new makes t <= 120 + (rounding of bias) < 120.5 while
         # |m| < 2^19 (triton_attention checks the score range before the launch), so only the
         # lower clamp is needed; clamping before rounding equals after (integer bounds).
@@ -101,7 +106,7 @@ def _tile(acc, l_i, m_i, q, q_hi, sq, c, k_base, v_base, ks_base, j, Skv, Skv_pa
     else:
         p = tl.exp2(z - m_new[:, None])
         psum = tl.sum(p, axis=1)
-        p8 = e4m3_rne_sat(p * 256.0, HW_CVT)
+        p8 = e4m3_rne_sat(p * _P_SCALE, HW_CVT)
     l_i = l_i * alpha + psum
     vt = tl.load(v_base + offs_d[None, :] * Skv_pad + keys[:, None])  # (BLOCK_N, D), keys contiguous
     if PV_SPLIT:
@@ -160,7 +165,7 @@ def _attn_fwd_kernel(q8, k8, v8t, q_scale, k_scale, v_scale, k_mean, out, lse, c
     if MODE == 1:
         o = acc * sv[None, :] / l_i[:, None]
     else:
-        o = acc * sv[None, :] / (l_i * 256.0)[:, None]
+        o = acc * sv[None, :] / (l_i * _P_SCALE)[:, None]
     optr = out + b.to(tl.int64) * sob + h * soh + offs_m[:, None] * sos + offs_d[None, :] * sod
     if ROUND_BF16:
         o = _round_to_bf16(o)  # the interpreter's own bf16 cast truncates
@@ -177,7 +182,7 @@ def _attn_fwd_kernel(q8, k8, v8t, q_scale, k_scale, v_scale, k_mean, out, lse, c
             mu = tl.load(k_mean + bh * D + offs_d)
             qm = tl.sum(q.to(tl.float32) * mu[None, :], axis=1)
         shift = qm * (sq * c)
-        lse_i = 0.6931471805599453 * (m_i + shift + tl.log2(l_i) - 8.0 * MODE)
+        lse_i = _LN2 * (m_i + shift + tl.log2(l_i) - 8.0 * MODE)
         tl.store(lse + bh.to(tl.int64) * Sq + offs_m, lse_i, mask=offs_m < Sq)
 
 
