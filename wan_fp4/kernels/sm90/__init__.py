@@ -15,7 +15,7 @@ import importlib.util
 import torch
 
 SUPPORTED_MODES = ("direct-p", "fp8")
-HEAD_DIMS = (64, 128)
+SUPPORTED_HEAD_DIMS = (64, 128)
 DEFAULT_CONFIG = {"n_wg": 2, "stages": 2, "overlap": True, "fold": 2}
 # Per-mode changes to DEFAULT_CONFIG, chosen by measurement (BENCHMARKS.md, sm90 config sweep):
 # fp8's exp2 work overlaps its own PV product (intra); direct-p's cheaper codes gain nothing from it.
@@ -57,8 +57,8 @@ def is_supported(q, k, v, mode, fp4=None) -> tuple[bool, str]:
     b, s_q, h, d = q.shape
     if k.shape != v.shape or k.shape[0] != b or k.shape[2] != h or k.shape[3] != d:
         return False, f"k, v must be (B, S_kv, H, D) matching q {tuple(q.shape)}; got {tuple(k.shape)}, {tuple(v.shape)}"
-    if d not in HEAD_DIMS:
-        return False, f"sm90 kernel supports head dim {HEAD_DIMS}, got {d}"
+    if d not in SUPPORTED_HEAD_DIMS:
+        return False, f"sm90 kernel supports head dim {SUPPORTED_HEAD_DIMS}, got {d}"
     if q.dtype not in (torch.bfloat16, torch.float16):
         return False, f"q must be bfloat16 or float16, got {q.dtype}"
     why = shape_reason(b, h, s_q, k.shape[1])
