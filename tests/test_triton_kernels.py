@@ -140,3 +140,50 @@ def test_kernel_takes_the_reference_score_constant(monkeypatch):
     q, k, v = _inputs(1, 130, 130, 1, 128, seed=6)
     tri.triton_attention(q, k, v, "direct-p")
     assert seen == [reference.log2_scale(1 / math.sqrt(128))]
+
+
+COMPILE_FOR_SM90 = r'''
+import re, struct, triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from wan_fp4.modes import LN2
+from wan_fp4.kernels import prepare
+from wan_fp4.kernels.triton import attention as A
+from wan_fp4.kernels.fp4_emulation import fp4_kernel as F
+
+def ptx(fn, types, consts, **opts):
+    fn = fn.fn if isinstance(fn, triton.runtime.Autotuner) else fn
+    sig = {n: "constexpr" if n in consts else types.get(n, "i32") for n in fn.arg_names}
+    src = ASTSource(fn=fn, signature=sig, constexprs=consts)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=opts).asm["ptx"]
+
+ln2 = "0f%08X" % struct.unpack("<I", struct.pack("<f", LN2))[0]
+f8, f32 = "*fp8e4nv", "*fp32"
+for mode in (0, 1):
+    text = ptx(A._attn_fwd_kernel, dict(q8=f8, k8=f8, v8t=f8, q_scale=f32, k_scale=f32, v_scale=f32,
+               k_mean=f32, out="*bf16", lse=f32, c="fp32"),
+               dict(D=128, BLOCK_M=128, BLOCK_N=128, MODE=mode, HW_CVT=True, WRITE_LSE=True, ROUND_BF16=False,
+                    PV_SPLIT=True, QK_SPLIT=False, PROMOTE=0), num_warps=8, num_stages=2)
+    assert ln2 in text, f"mode {mode}: no LN2 in the LSE"
+text = ptx(F.fp4_emulation_fwd, {**{n: f32 for n in F.fp4_emulation_fwd.arg_names if n.endswith("_ptr")},
+           **dict.fromkeys(("c", "ac", "aff_a", "aff_b", "log2_6", "pow2_bias", "scale"), "fp32")},
+           dict(D=128, DP=128, BLOCK_M=128, BLOCK_N=128, PB=32, RESHAPE=True, LADDER=True, IEEE_DOT=False,
+                DEBUG_P=False), num_warps=8, num_stages=2, enable_fp_fusion=False)
+assert ln2 in text, "fp4 emulation: no LN2 in the LSE"
+ptx(prepare._quant_v_kernel, dict(v_ptr="*bf16", amax_ptr=f32, perm_ptr="*i32", out_ptr="*u8", scale_ptr=f32),
+    dict(D=128, BLOCK_D=128, BLOCK_S=128, HW_CVT=True, PERM=True, ONES_ROWS=8, ONE_CODE=0x38))
+print("ok")
+'''
+
+
+def test_kernels_compile_for_sm90_with_the_modes_constants():
+    """The interpreter does not run Triton's compiler, which is stricter (e.g. about the globals a
+    kernel reads): compile the attention, FP4-emulation and pre-pass kernels for sm_90, which
+    needs no GPU, and find the modes' LN2 in the LSE code."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, "-c", COMPILE_FOR_SM90], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=900)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
