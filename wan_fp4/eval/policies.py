@@ -19,7 +19,8 @@ import torch
 
 from ..modes import check_mode
 
-# The paper's guard layers and margins for the real models (DESIGN §3); other depths: the last two.
+# The paper's guard layers and margins for the real models (docs/NUMERICS.md, direct-p-fp4);
+# other depths: the last two.
 GUARD_LAYERS = {30: ((27, 28, 29), 110.0), 40: ((33, 34, 38, 39), 112.0)}
 GENERIC_GUARD_MARGIN = 110.0
 
