@@ -1,12 +1,13 @@
 """torch.compile of Wan transformers with wan_fp4 attention, on the dispatch path a GPU takes.
 
 On a CPU, dispatch answers "reference" before looking at any kernel; on an H200 it asks the device,
-imports the sm90 / FP4-emulation kernel modules and their `is_supported`. The `gpu_dispatch` fixture
-makes selection here take that GPU path (capability (9, 0), the real module imports and lookups),
-with the chosen kernels' entry points running the reference. Each test then counts with dynamo's
+imports the kernel families' specs (kernels/registry.py) and asks their `supports`. The
+`gpu_dispatch` fixture makes selection here take that GPU path (capability (9, 0), the real
+registry imports), with the chosen kernels' `run` running the reference. Each test then counts with dynamo's
 own counters: graphs compiled, graph breaks, and so recompiles.
 """
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 import torch
@@ -15,6 +16,7 @@ from torch._dynamo.testing import CompileCounterWithBackend
 from torch._dynamo.utils import counters
 
 from wan_fp4 import backend, dispatch, reference
+from wan_fp4.kernels import registry
 from wan_fp4.eval.compiled import POLICY_CASES, CompileSettings, check_policies, expected_graphs
 from wan_fp4.processor import enable
 
@@ -27,25 +29,23 @@ POLICIES = POLICY_CASES
 @pytest.fixture
 def gpu_dispatch(monkeypatch):
     """Kernel selection as on an H200 (sm_90): returns a Counter of kernel runs by name."""
-    from wan_fp4.kernels import fp4_emulation, sm90
-
     ran = Counter()
 
     def stand_in(name):
-        def attention(q, k, v, mode, scale=None, *, return_lse=False, fp4=None, **_):
+        def run(q, k, v, mode, scale, fp4, return_lse):
             ran[name] += 1
             out, lse = reference.attention(q, k, v, mode, scale, fp4=fp4, return_lse=True)
-            return (out, lse) if return_lse else out
-        return attention
+            return out, (lse if return_lse else None)
+        return run
 
     def supports(modes):
         return lambda q, k, v, mode, fp4=None: (mode in modes, "" if mode in modes else f"not {mode!r}")
 
+    # the real registry (its imports and specs), with these two kernels' questions and runs stood in
+    specs = tuple(replace(s, supports=supports(s.modes), run=stand_in(s.name))
+                  if s.name in ("sm90-cute", "fp4-emulation") else s for s in registry.specs())
     monkeypatch.setattr(dispatch, "_capability", lambda device: (9, 0))
-    monkeypatch.setattr(sm90, "is_supported", supports(sm90.SUPPORTED_MODES))
-    monkeypatch.setattr(sm90, "sm90_attention", stand_in("sm90-cute"))
-    monkeypatch.setattr(fp4_emulation, "is_supported", supports(fp4_emulation.SUPPORTED_MODES))
-    monkeypatch.setattr(fp4_emulation, "fp4_emulation_attention", stand_in("fp4-emulation"))
+    monkeypatch.setattr(registry, "_SPECS", specs)
     return ran
 
 
@@ -89,8 +89,8 @@ def test_kernel_selection_is_not_traced(gpu_dispatch, monkeypatch):
     """Selection runs inside the op: a traced call never reaches it, the run does."""
     q = torch.randn(1, 64, 2, 32)
     seen = []
-    select = dispatch.kernel_for
-    monkeypatch.setattr(dispatch, "kernel_for", lambda *a, **k: seen.append(torch.compiler.is_compiling()) or select(*a, **k))
+    select = dispatch._choose
+    monkeypatch.setattr(dispatch, "_choose", lambda *a, **k: seen.append(torch.compiler.is_compiling()) or select(*a, **k))
     compiled = torch.compile(lambda q: dispatch.attention(q, q, q, mode="direct-p") + 1, fullgraph=True,
                              backend="aot_eager")
     compiled(q)

@@ -144,20 +144,51 @@ def test_custom_op_fake_kernel_matches_the_real_op_for_strided_inputs():
         torch.library.opcheck(torch.ops.wan_fp4.attention_lse.default, args)
 
 
-class _FakeCudaTensor:
-    is_cuda = True
-    device = "cuda:0"
-    shape = (1, 10, 2, 64)
-
-
 def test_gpu_without_a_kernel_falls_back_visibly(monkeypatch, caplog):
     from wan_fp4 import dispatch
 
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))  # an A100
-    q = _FakeCudaTensor()
+    monkeypatch.setattr(dispatch, "_capability", lambda device: (8, 0))  # an A100
+    q = torch.zeros(1, 10, 2, 64)
     with caplog.at_level(logging.WARNING, logger="wan_fp4"):
         assert dispatch.kernel_for(q, "direct-p", q, q) == "emulation"
     assert "no GPU kernel for mode 'direct-p' on sm_80" in caplog.text
+
+
+@pytest.mark.parametrize("cap, mode, names", [
+    ((9, 0), "direct-p", ["sm90-cute", "triton"]), ((9, 0), "fp8", ["sm90-cute", "triton"]),
+    ((8, 9), "fp8", ["triton"]), ((12, 0), "direct-p", ["triton"]), ((10, 0), "direct-p", ["triton"]),
+    ((8, 0), "direct-p", []), ((10, 0), "direct-p-fp4", ["sm100-cute", "fp4-emulation"]),
+    ((10, 3), "direct-p-fp4", ["sm100-cute", "fp4-emulation"]), ((9, 0), "direct-p-fp4", ["fp4-emulation"]),
+    ((7, 5), "direct-p-fp4", ["fp4-emulation"]), ((12, 0), "bf16", []),
+])
+def test_registry_offers_each_gpu_its_kernels_in_order_of_preference(cap, mode, names):
+    """The specialised kernel of a GPU generation first, then the portable one; an sm_100a kernel
+    only on sm_10x, the sm_90a one only on sm_9x (its `supports` then names any minor it refuses)."""
+    from wan_fp4.kernels import registry
+
+    assert [s.name for s in registry.specs() if s.offered(cap, mode)] == names
+    assert [s.name for s in registry.specs()] == list(registry.NAMES)
+
+
+def test_a_family_without_its_stack_refuses_with_the_reason():
+    from wan_fp4.kernels import registry
+
+    spec = registry.unavailable("triton", ("fp8",), (8, 9), "triton could not be imported: no module")
+    q = torch.zeros(1, 4, 1, 64)
+    ok, why = spec.supports(q, q, q, "fp8")
+    assert spec.offered((9, 0), "fp8") and not ok and "could not be imported" in why
+    with pytest.raises(RuntimeError, match="unavailable"):
+        spec.run(q, q, q, "fp8", 0.1, None, False)
+
+
+def test_a_forced_kernel_is_asked_about_its_head_dims(monkeypatch):
+    """Forcing a kernel skips selection, not the kernel's own question: the FP4 emulation refuses
+    an odd head dim whatever the device."""
+    from wan_fp4 import dispatch
+
+    q = torch.zeros(1, 4, 1, 63)
+    ok, why = dispatch.kernel_available("fp4-emulation", q, q, q, "direct-p-fp4")
+    assert not ok and "head dim 63" in why
 
 
 def test_fa4_is_only_chosen_for_head_dims_it_accepts():

@@ -152,6 +152,41 @@ def test_enable_keeps_backend_and_parallel_config(tiny_wan):
         assert block.attn2.processor._parallel_config is None
 
 
+# ----------------------------------------------------------------------------- call counts
+@pytest.mark.parametrize("guard", [None, 110.0], ids=["shiftless", "guard"])
+def test_counts_name_the_kernel_that_ran(tiny_wan, monkeypatch, guard):
+    """A call is counted under the kernel the op ran for it, FP4 map included: with a GPU kernel
+    that refuses the guard's map, guarded calls count as the exact emulation that ran instead."""
+    from dataclasses import replace
+
+    from wan_fp4 import reference
+    from wan_fp4.kernels import registry
+
+    ran = Counter()
+
+    def stand_in(q, k, v, mode, scale, fp4, return_lse):
+        ran["fp4-emulation"] += 1
+        out, lse = reference.attention(q, k, v, mode, scale, fp4=fp4, return_lse=True)
+        return out, (lse if return_lse else None)
+
+    def shiftless_only(q, k, v, mode, fp4=None):
+        return fp4.guard_margin is None, "this stand-in takes shiftless maps only"
+
+    specs = tuple(replace(s, supports=shiftless_only, run=stand_in) if s.name == "fp4-emulation" else s
+                  for s in registry.specs())
+    monkeypatch.setattr(dispatch, "_capability", lambda device: (9, 0))
+    monkeypatch.setattr(registry, "_SPECS", specs)
+    model = tiny_wan()
+    args, kw = inputs()
+    handle = enable(model, "direct-p-fp4", fp4=FP4Params(guard_margin=guard))
+    run(model, args, kw)
+    fp4_calls = {key: n for key, n in handle.call_counts().items() if key[0] == "direct-p-fp4"}
+    ran_name = "fp4-emulation" if guard is None else "emulation"
+    assert fp4_calls == {("direct-p-fp4", ran_name): 2}  # self-attention of the two blocks
+    assert ran["fp4-emulation"] == (2 if guard is None else 0)
+    handle.disable()
+
+
 # ----------------------------------------------------------------------------- enable / disable
 def test_disable_restores_exactly(tiny_wan):
     model = tiny_wan(i2v=True)

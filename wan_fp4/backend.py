@@ -139,10 +139,11 @@ def _refuse_unsupported(attn_mask, dropout_p, is_causal, enable_gqa) -> None:
 
 
 def _resolve_mode(mode, fp4):
+    """The call's (mode, fp4), the backend's defaults where it names none; dispatch.attention
+    checks the mode, with the inputs."""
     if mode is None:
         mode, default_fp4 = _defaults.mode, _defaults.fp4
         fp4 = default_fp4 if fp4 is None else fp4
-    check_mode(mode)
     return mode, fp4
 
 

@@ -4,36 +4,31 @@ fallbacks.
 `attention()` goes through the `wan_fp4::attention` custom op so that torch.compile(fullgraph=True)
 sees one opaque node. The kernel is chosen inside the op's implementation (`AUTO`), which runs
 eagerly even under torch.compile: selection imports kernel modules, asks the device and logs, none
-of which dynamo can trace, and none of which should become a guard. Kernels are looked up lazily by
-name; each kernel module exposes `is_supported(q, k, v, mode) -> (bool, reason)` and an attention
-function.
+of which dynamo can trace, and none of which should become a guard. The kernel families are the
+specs of `kernels/registry.py`: inputs are validated once here, and selection asks each offered
+spec's `supports` before running the chosen one's `run`. `last_kernel()` names what the op ran.
 """
 from __future__ import annotations
 
-import importlib
 import logging
 import math
+import threading
 from functools import lru_cache
 
 import torch
 
 from . import reference
+from .kernels import registry
 from .modes import MAX_HEAD_DIM, FP4Params, check_mode, default_scale
 
 log = logging.getLogger("wan_fp4")
 
 _FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
-# name -> (module, function): imported on first use, so a missing optional package costs nothing.
-_KERNELS = {
-    "triton": ("wan_fp4.kernels.triton", "triton_attention"),
-    "sm90-cute": ("wan_fp4.kernels.sm90", "sm90_attention"),
-    "sm100-cute": ("wan_fp4.kernels.sm100", "sm100_attention"),
-    "fp4-emulation": ("wan_fp4.kernels.fp4_emulation", "fp4_emulation_attention"),
-}
 _BUILTIN = ("reference", "emulation", "sdpa", "fa4")
 AUTO = "auto"  # the op's kernel argument when the caller forces none: selected at run time
 _warned: set[str] = set()
+_ran = threading.local()  # .kernel: the name of the kernel the op last ran in this thread
 
 
 def attention(q, k, v, mode="direct-p", scale=None, *, fp4: FP4Params | None = None,
@@ -92,8 +87,14 @@ def low_precision_head_dim_ok(head_dim: int) -> bool:
 
 
 def _check_kernel_name(name) -> None:
-    if name not in _BUILTIN and name not in _KERNELS:
-        raise ValueError(f"unknown kernel {name!r}; known: {', '.join(_BUILTIN)}, {', '.join(_KERNELS)}")
+    if name not in _BUILTIN and name not in registry.NAMES:
+        raise ValueError(f"unknown kernel {name!r}; known: {', '.join(_BUILTIN)}, {', '.join(registry.NAMES)}")
+
+
+def last_kernel() -> str | None:
+    """The kernel the last `attention` call in this thread ran (a name `kernel_for` returns), None
+    before any. Set inside the op, so it names what ran, also when torch.compile ran the op."""
+    return getattr(_ran, "kernel", None)
 
 
 def _capability(device) -> tuple[int, int] | None:
@@ -110,6 +111,12 @@ def kernel_for(q, mode, k=None, v=None, *, fp4: FP4Params | None = None) -> str:
     check_mode(mode)
     k = q if k is None else k
     v = k if v is None else v
+    validate(q, k, v)
+    return _choose(q, k, v, mode, fp4 or FP4Params())
+
+
+def _choose(q, k, v, mode, fp4: FP4Params) -> str:
+    """kernel_for on inputs already checked: the one selection of a call, run inside the op."""
     if mode == "bf16":
         return "fa4" if _fa4_usable(q) else "sdpa"
     if not low_precision_head_dim_ok(q.shape[-1]):
@@ -119,11 +126,13 @@ def kernel_for(q, mode, k=None, v=None, *, fp4: FP4Params | None = None) -> str:
     cap = _capability(q.device)
     if cap is None:
         return "reference"
-    for name in _preferred_kernels(cap, mode):
-        ok, why = kernel_available(name, q, k, v, mode, fp4)
+    for spec in registry.specs():
+        if not spec.offered(cap, mode):
+            continue
+        ok, why = spec.supports(q, k, v, mode, fp4)
         if ok:
-            return name
-        _warn_once(f"{name} not used for mode {mode!r}: {why}")
+            return spec.name
+        _warn_once(f"{spec.name} not used for mode {mode!r}: {why}")
     # Same numerics as the kernels, in torch on the GPU: the exact emulation, slow.
     major, minor = cap
     _warn_once(f"no GPU kernel for mode {mode!r} on sm_{major}{minor}: running the exact torch emulation "
@@ -131,37 +140,15 @@ def kernel_for(q, mode, k=None, v=None, *, fp4: FP4Params | None = None) -> str:
     return "emulation"
 
 
-def _preferred_kernels(cap, mode):
-    major, minor = cap
-    if mode == "direct-p-fp4":
-        # Blackwell's native FP4; elsewhere the exact emulation on BF16 tensor cores (Triton)
-        return (["sm100-cute"] if major == 10 else []) + ["fp4-emulation"]
-    has_fp8 = (major, minor) >= (8, 9)
-    if not has_fp8:
-        return []
-    return (["sm90-cute"] if major == 9 else []) + ["triton"]
-
-
 def kernel_available(name, q, k, v, mode, fp4: FP4Params | None = None):
+    """(ok, reason): whether the kernel `name` runs these inputs here (a forced kernel, the bench)."""
     if name in ("reference", "emulation", "sdpa"):
         return True, ""
     if name == "fa4":
         return (_fa4_usable(q), "flash-attn-4 (flash_attn.cute) is not installed or not usable here")
     _check_kernel_name(name)
-    module = _kernel_module(name)
-    if module is None:
-        return False, f"{_KERNELS[name][0]} could not be imported"
-    # every kernel's is_supported takes the FP4 map: an FP4 kernel may not take every map (the guard)
-    return module.is_supported(q, k, v, mode, fp4=fp4 or FP4Params())
-
-
-@lru_cache(maxsize=None)
-def _kernel_module(name):
-    try:
-        return importlib.import_module(_KERNELS[name][0])
-    except Exception as exc:  # an optional kernel stack (triton, the CuTe DSL) may be absent
-        log.debug("kernel %s unavailable: %s", name, exc)
-        return None
+    # every kernel's supports takes the FP4 map: an FP4 kernel may not take every map (the guard)
+    return registry.spec(name).supports(q, k, v, mode, fp4 or FP4Params())
 
 
 @lru_cache(maxsize=None)
@@ -198,7 +185,7 @@ def _warn_once(message):
 # --------------------------------------------------------------------------- kernel execution
 def _select(q, k, v, mode, kernel, fp4) -> str:
     if kernel == AUTO:
-        return kernel_for(q, mode, k, v, fp4=fp4)
+        return _choose(q, k, v, mode, fp4)
     ok, why = kernel_available(kernel, q, k, v, mode, fp4)
     if not ok:
         raise ValueError(f"kernel={kernel!r} cannot run this call: {why}")
@@ -209,15 +196,15 @@ def _run(q, k, v, mode, kernel, scale, a, b, guard, want_lse):
     fp4 = FP4Params(affine=(a, b), guard_margin=None if math.isnan(guard) else guard)
     kernel = _select(q, k, v, mode, kernel, fp4)
     if kernel in ("reference", "emulation"):
-        return reference.attention(q, k, v, mode, scale, fp4=fp4, return_lse=True)
-    if kernel.startswith("sdpa") or kernel == "fa4":
+        result = reference.attention(q, k, v, mode, scale, fp4=fp4, return_lse=True)
+    elif kernel.startswith("sdpa") or kernel == "fa4":
         out = _bf16_kernel(q, k, v, kernel, scale)
-        return out, (_lse_exact(q, k, scale) if want_lse else None)
-    fn = getattr(_kernel_module(kernel), _KERNELS[kernel][1])
-    # every kernel takes the FP4 map (affine, guard); the FP8 kernels ignore it
-    if want_lse:
-        return fn(q, k, v, mode, scale=scale, return_lse=True, fp4=fp4)
-    return fn(q, k, v, mode, scale=scale, fp4=fp4), None
+        result = out, (_lse_exact(q, k, scale) if want_lse else None)
+    else:
+        # every kernel takes the FP4 map (affine, guard); the FP8 kernels ignore it
+        result = registry.spec(kernel).run(q, k, v, mode, scale, fp4, want_lse)
+    _ran.kernel = kernel  # only once it ran: a failed call leaves the last success named
+    return result
 
 
 def _bf16_kernel(q, k, v, kernel, scale):

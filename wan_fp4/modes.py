@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 
 MODES = ("bf16", "fp8", "direct-p", "direct-p-fp4")
+FP8_MODES = ("fp8", "direct-p")  # the modes whose operands are FP8 (kernels/prepare.py)
 
 LN2 = math.log(2.0)  # natural-log LSE = LN2 * (log2-unit LSE)
 # The largest (even) head dim the low-precision modes take; larger ones fall back to bf16.

@@ -54,7 +54,7 @@ def _routed_dispatch(query, key, value, attn_mask=None, dropout_p=0.0, is_causal
             backend=DIRECT_P, parallel_config=parallel_config)
         kernel = "direct_p"
     if not torch.compiler.is_compiling():  # counting would make dynamo guard on every count
-        route.processor._record(route.mode, kernel, query, key, value, user_backend, route.is_cross)
+        route.processor._record(route.mode, kernel, user_backend, route.is_cross)
     return out
 
 
@@ -129,12 +129,12 @@ class WanDirectPAttnProcessor(WanAttnProcessor):
         return _WAN_CALL(_Route(self, mode, fp4, is_cross), attn, hidden_states, encoder_hidden_states,
                          attention_mask, rotary_emb)
 
-    def _record(self, mode, kernel, q, k, v, user_backend, is_cross):
+    def _record(self, mode, kernel, user_backend, is_cross):
         if kernel is None:
             name = user_backend or _AttentionBackendRegistry._active_backend
             kernel = "diffusers:" + AttentionBackendName(name).value
-        else:
-            kernel = dispatch.kernel_for(q, mode, k, v)
+        else:  # what the op ran for this call (the last of its calls under context parallelism)
+            kernel = dispatch.last_kernel()
         self.calls[(mode, kernel, "cross" if is_cross else "self")] += 1
 
     def __repr__(self):

@@ -18,6 +18,7 @@ import os
 import torch
 
 from ... import formats, reference
+from ..registry import KernelSpec
 from ...modes import (
     FP4_SCALE_SHIFT,
     LN2,
@@ -42,6 +43,8 @@ except Exception as exc:  # triton is optional: dispatch then keeps the torch re
     _IMPORT_ERROR = exc
 
 SUPPORTED_MODES = ("direct-p-fp4",)
+# Offered on every CUDA GPU: `supports` names sm80 (BF16 tensor cores) as the floor when refusing.
+CAPABILITY = (0, 0)
 # Kernel variants (both exact, both checked): block maxima by reshape (else by masked selects);
 # E2M1 by the comparison ladder (else by the magic-number rounding, 14% faster on H200 at S 7680).
 # Launch: 128 x 128 tiles, 8 warps, 2 stages (the numerics fix only the 32-key P blocks); head
@@ -56,23 +59,41 @@ def _interpreting() -> bool:
 def is_supported(q, k, v, mode, fp4=None) -> tuple[bool, str]:
     """Whether `fp4_emulation_attention` runs these inputs on the GPU, and if not, why.
     Every FP4 map (affine, guard) is supported, so `fp4` is not consulted."""
-    why = _check_inputs(q, k, v, mode)
+    why = _check_inputs(q, k, v)
     if why:
         return False, why
-    if _k is None:
-        return False, f"triton is not importable ({_IMPORT_ERROR})"
-    if not q.is_cuda:
-        return False, f"tensors are on {q.device}, the kernel needs CUDA (the torch reference runs elsewhere)"
-    if torch.cuda.get_device_capability(q.device) < (8, 0):
-        return False, "BF16 tensor cores need sm80 or newer"
-    return True, ""
+    return supports(q, k, v, mode, fp4)
 
 
-def _check_inputs(q, k, v, mode) -> str:
+def supports(q, k, v, mode, fp4=None) -> tuple[bool, str]:
+    """The spec's question, on inputs dispatch has validated (is_supported adds the input checks)."""
+    why = _kernel_reason(q, mode) or _device_reason(q)
+    return not why, why
+
+
+def _kernel_reason(q, mode) -> str:
+    """Why the kernel cannot compute this mode and head dim at all ("" if it can)."""
     if mode not in SUPPORTED_MODES:
         if mode not in MODES:
             return f"mode must be one of {MODES}, got {mode!r}"
         return f"mode {mode!r} is not emulated here (only {SUPPORTED_MODES})"
+    d = q.shape[-1]
+    if d % 2 or d > MAX_HEAD_DIM or d == 0:
+        return f"head dim {d} must be even and at most {MAX_HEAD_DIM}"
+    if _k is None:
+        return f"triton is not importable ({_IMPORT_ERROR})"
+    return ""
+
+
+def _device_reason(q) -> str:
+    if not q.is_cuda:
+        return f"tensors are on {q.device}, the kernel needs CUDA (the torch reference runs elsewhere)"
+    if torch.cuda.get_device_capability(q.device) < (8, 0):
+        return "BF16 tensor cores need sm80 or newer"
+    return ""
+
+
+def _check_inputs(q, k, v) -> str:
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor) or t.dim() != 4:
             return f"{name} must be a 4-d tensor (B, S, H, D)"
@@ -84,9 +105,6 @@ def _check_inputs(q, k, v, mode) -> str:
         return f"k {tuple(k.shape)} and v {tuple(v.shape)} must have the same shape"
     if q.shape[0] != k.shape[0] or q.shape[2:] != k.shape[2:]:
         return f"q {tuple(q.shape)} and k {tuple(k.shape)} must agree in B, H and D"
-    d = q.shape[-1]
-    if d % 2 or d > MAX_HEAD_DIM or d == 0:
-        return f"head dim {d} must be even and at most {MAX_HEAD_DIM}"
     if q.shape[1] == 0 or k.shape[1] == 0:
         return "empty sequence"
     return ""
@@ -187,15 +205,20 @@ def fp4_emulation_attention(q, k, v, mode="direct-p-fp4", scale=None, *, fp4: FP
     Runs on CUDA (see is_supported), or on CPU under TRITON_INTERPRET=1. With float32 inputs
     the output is the FP32 result before any BF16 rounding.
     """
-    why = _check_inputs(q, k, v, mode)
-    if not why and _k is None:
-        why = f"triton is not importable ({_IMPORT_ERROR})"
+    why = _check_inputs(q, k, v) or _kernel_reason(q, mode)
     if not why and not (q.is_cuda or (_interpreting() and q.device.type == "cpu")):
         why = f"tensors on {q.device} need CUDA (or TRITON_INTERPRET=1 on CPU)"
     if not why and q.is_cuda:
-        why = is_supported(q, k, v, mode)[1]
+        why = _device_reason(q)
     if why:
         raise ValueError(f"fp4_emulation_attention cannot run this call: {why}")
+    out, lse = run(q, k, v, mode, scale, fp4, return_lse, _launch_options)
+    return (out, lse) if return_lse else out
+
+
+def run(q, k, v, mode="direct-p-fp4", scale=None, fp4: FP4Params | None = None, return_lse=False,
+        _launch_options=None):
+    """The spec's run, on inputs `supports` accepted: (out in q's dtype, LSE or None)."""
     fp4 = fp4 or FP4Params()
     if len(fp4.affine) != 2:
         raise ValueError(f"fp4.affine must be (A, B), got {fp4.affine!r}")
@@ -209,9 +232,10 @@ def fp4_emulation_attention(q, k, v, mode="direct-p-fp4", scale=None, *, fp4: FP
                         **(_launch_options or {}))
     check_overflow(out, lse, m, scale)
     reference.warn_if_p_scales_at_limit(rmax, fp4.guard_margin is not None)
-    out = out.to(q.dtype)
-    return (out, lse) if return_lse else out
+    return out.to(q.dtype), (lse if return_lse else None)
 
 
-__all__ = ["SUPPORTED_MODES", "check_overflow", "fp4_emulation_attention", "is_supported", "launch",
+SPEC = KernelSpec("fp4-emulation", SUPPORTED_MODES, CAPABILITY, None, supports, run)
+
+__all__ = ["SPEC", "SUPPORTED_MODES", "check_overflow", "fp4_emulation_attention", "is_supported", "launch",
            "prepare_operands"]

@@ -17,13 +17,14 @@ from dataclasses import dataclass
 import torch
 
 from ... import reference
+from ..registry import KernelSpec
 from ...modes import FP4_SCALE_SHIFT, LN2, FP4Params, check_mode, default_scale
 from .pack import HEAD_DIM, SM100Operands, prepare_operands
 
 MODE = "direct-p-fp4"
 SUPPORTED_CAPABILITY = (10, 0)  # sm_100a code runs on sm_100 only (not sm_103 / sm_120)
 
-__all__ = ["sm100_attention", "is_supported", "LaunchArgs", "build_launch_args", "prepare_operands"]
+__all__ = ["SPEC", "sm100_attention", "is_supported", "LaunchArgs", "build_launch_args", "prepare_operands"]
 
 
 def is_supported(q, k, v, mode: str = MODE, fp4: FP4Params | None = None) -> tuple[bool, str]:
@@ -33,18 +34,27 @@ def is_supported(q, k, v, mode: str = MODE, fp4: FP4Params | None = None) -> tup
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
             return False, f"{name} is not a torch.Tensor"
-        if t.device.type != "cuda":
-            return False, f"{name} is on {t.device}, not a CUDA device"
         if t.dim() != 4:
             return False, f"{name} must be (B, S, H, D), got shape {tuple(t.shape)}"
-        if t.shape[-1] != HEAD_DIM:
-            return False, f"head dim {t.shape[-1]} is not supported (only {HEAD_DIM})"
         if t.dtype not in (torch.bfloat16, torch.float16, torch.float32):
             return False, f"{name} has dtype {t.dtype}; expected bfloat16/float16/float32"
-    if k.shape != v.shape or q.shape[0] != k.shape[0] or q.shape[2] != k.shape[2]:
+    if k.shape != v.shape or q.shape[0] != k.shape[0] or q.shape[2] != k.shape[2] or q.shape[3] != k.shape[3]:
         return False, f"shapes do not match: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
     if q.shape[1] == 0 or k.shape[1] == 0 or q.shape[0] * q.shape[2] == 0:
         return False, f"empty input: q {tuple(q.shape)}, k {tuple(k.shape)}"
+    return supports(q, k, v, mode, fp4)
+
+
+def supports(q, k, v, mode: str = MODE, fp4: FP4Params | None = None) -> tuple[bool, str]:
+    """The spec's question, on inputs dispatch has validated (is_supported adds the shape checks).
+    Every FP4 map is supported (the guard is implemented), so `fp4` is not consulted."""
+    if mode != MODE:
+        return False, f"the sm100 FP4 kernel implements mode {MODE!r} only, not {mode!r}"
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.device.type != "cuda":
+            return False, f"{name} is on {t.device}, not a CUDA device"
+    if q.shape[-1] != HEAD_DIM:
+        return False, f"head dim {q.shape[-1]} is not supported (only {HEAD_DIM})"
     cap = torch.cuda.get_device_capability(q.device)
     if cap != SUPPORTED_CAPABILITY:
         return False, f"device capability sm_{cap[0]}{cap[1]} is not sm_100 (B200/GB200)"
@@ -107,8 +117,16 @@ def sm100_attention(q, k, v, mode: str = MODE, scale: float | None = None,
     ok, why = is_supported(q, k, v, mode, fp4)
     if not ok:
         raise RuntimeError(f"sm100_attention cannot run here: {why}")
+    out, lse = run(q, k, v, mode, scale, fp4, return_lse)
+    return (out, lse) if return_lse else out
+
+
+def run(q, k, v, mode: str = MODE, scale: float | None = None, fp4: FP4Params | None = None,
+        return_lse: bool = False):
+    """The spec's run, on inputs `supports` accepted: (out in q's dtype, LSE or None)."""
     from .launch import launch
 
+    fp4 = fp4 or FP4Params()
     ops = prepare_operands(q, k, v, guard_margin=fp4.guard_margin)
     scale = default_scale(HEAD_DIM) if scale is None else scale
     num_sms = torch.cuda.get_device_properties(q.device).multi_processor_count
@@ -118,7 +136,7 @@ def sm100_attention(q, k, v, mode: str = MODE, scale: float | None = None,
     launch(ops, args, out, denom)
     out = out.to(q.dtype)
     if not return_lse:
-        return out
+        return out, None
     m = None if ops.m is None else ops.m.view(ops.batch, ops.heads, ops.seq_q)
     return out, lse_from_denominator(denom.view(ops.batch, ops.heads, ops.seq_q), m, scale)
 
@@ -133,3 +151,6 @@ def lse_from_denominator(denom: torch.Tensor, m: torch.Tensor | None = None,
     if scale is None:
         raise ValueError("lse_from_denominator: the guard's m needs the score scale")
     return m * scale + lse
+
+
+SPEC = KernelSpec("sm100-cute", (MODE,), SUPPORTED_CAPABILITY, (HEAD_DIM,), supports, run, same_major=True)

@@ -2,6 +2,7 @@
 
     sm90_attention(q, k, v, mode, scale=None, *, return_lse=False) -> out (B, S_q, H, D)
     is_supported(q, k, v, mode) -> (bool, reason)
+    SPEC: the kernel's entry in dispatch's registry (kernels/registry.py)
 
 q, k, v are (B, S, H, D) BF16/FP16 CUDA tensors. Quantisation is prepare.py's pre-pass, which
 writes V^T straight into this kernel's layout (layout.py). The kernel is JIT-compiled once per
@@ -14,8 +15,11 @@ import importlib.util
 
 import torch
 
+from ..registry import KernelSpec
+
 SUPPORTED_MODES = ("direct-p", "fp8")
 SUPPORTED_HEAD_DIMS = (64, 128)
+CAPABILITY = (9, 0)  # sm_90a code runs on sm_90 only
 DEFAULT_CONFIG = {"n_wg": 2, "stages": 2, "overlap": True, "fold": 2}
 # Per-mode changes to DEFAULT_CONFIG, chosen by measurement (BENCHMARKS.md, sm90 config sweep):
 # fp8's exp2 work overlaps its own PV product (intra); direct-p's cheaper codes gain nothing from it.
@@ -46,17 +50,23 @@ def shape_reason(b: int, h: int, s_q: int, s_kv: int) -> str:
 
 
 def is_supported(q, k, v, mode, fp4=None) -> tuple[bool, str]:
-    if mode not in SUPPORTED_MODES:
-        return False, f"sm90 kernel serves modes {SUPPORTED_MODES}, not {mode!r}"
-    if not (q.is_cuda and k.is_cuda and v.is_cuda):
-        return False, "sm90 kernel needs CUDA tensors"
-    if torch.cuda.get_device_capability(q.device) != (9, 0):
-        return False, f"sm90 kernel needs compute capability 9.0, got {torch.cuda.get_device_capability(q.device)}"
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         return False, "q, k, v must be 4-D (B, S, H, D)"
     b, s_q, h, d = q.shape
     if k.shape != v.shape or k.shape[0] != b or k.shape[2] != h or k.shape[3] != d:
         return False, f"k, v must be (B, S_kv, H, D) matching q {tuple(q.shape)}; got {tuple(k.shape)}, {tuple(v.shape)}"
+    return supports(q, k, v, mode, fp4)
+
+
+def supports(q, k, v, mode, fp4=None) -> tuple[bool, str]:
+    """The spec's question, on inputs dispatch has validated (is_supported adds the shape checks)."""
+    if mode not in SUPPORTED_MODES:
+        return False, f"sm90 kernel serves modes {SUPPORTED_MODES}, not {mode!r}"
+    if not (q.is_cuda and k.is_cuda and v.is_cuda):
+        return False, "sm90 kernel needs CUDA tensors"
+    if torch.cuda.get_device_capability(q.device) != CAPABILITY:
+        return False, f"sm90 kernel needs compute capability 9.0, got {torch.cuda.get_device_capability(q.device)}"
+    b, s_q, h, d = q.shape
     if d not in SUPPORTED_HEAD_DIMS:
         return False, f"sm90 kernel supports head dim {SUPPORTED_HEAD_DIMS}, got {d}"
     if q.dtype not in (torch.bfloat16, torch.float16):
@@ -83,6 +93,12 @@ def sm90_attention(q, k, v, mode, scale=None, *, return_lse=False, fp4=None, con
     ok, why = is_supported(q, k, v, mode)
     if not ok:
         raise ValueError(f"sm90_attention: {why}")
+    out, lse = run(q, k, v, mode, scale, fp4, return_lse, config=config, prebuilt=prebuilt)
+    return (out, lse) if return_lse else out
+
+
+def run(q, k, v, mode, scale=None, fp4=None, return_lse=False, *, config=None, prebuilt=None):
+    """The spec's run, on inputs `supports` accepted: (out in q's dtype, LSE or None)."""
     from ...modes import default_scale
     from ..prepare import prepare_fp8
     from .layout import v_layout_args
@@ -92,7 +108,7 @@ def sm90_attention(q, k, v, mode, scale=None, *, return_lse=False, fp4=None, con
     out, lse = launch(ops, mode, q.shape[-1], scale, config=config, prebuilt=prebuilt)
     out = out.to(q.dtype)
     if not return_lse:
-        return out
+        return out, None
     return out, lse + lse_shift(ops, q.shape[-1], scale)
 
 
@@ -158,3 +174,6 @@ def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, 
     kern = compile_kernel(mode, head_dim, **cfg)
     kern(*runtime_args(tensors, sizes, c, cuda.CUstream(raw_stream)))
     return out, lse
+
+
+SPEC = KernelSpec("sm90-cute", SUPPORTED_MODES, CAPABILITY, SUPPORTED_HEAD_DIMS, supports, run, same_major=True)

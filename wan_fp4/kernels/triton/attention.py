@@ -28,11 +28,12 @@ import torch
 import triton
 import triton.language as tl
 
-from ...modes import DIRECT_P_ONE, DIRECT_P_SLOPE, FP8_P_SCALE, LN2, TILE_M, TILE_N, check_mode, default_scale
+from ...modes import (DIRECT_P_ONE, DIRECT_P_SLOPE, FP8_MODES, FP8_P_SCALE, LN2, TILE_M, TILE_N, check_mode,
+                      default_scale)
 from ...reference import log2_scale
 from ..prepare import PreparedFP8, e4m3_rne_sat, prepare_fp8, triton_usable
 
-SUPPORTED_MODES = ("fp8", "direct-p")
+SUPPORTED_MODES = FP8_MODES
 SUPPORTED_HEAD_DIMS = (64, 128)
 _MODE_ID = {"fp8": 0, "direct-p": 1}
 # The modes' constants, as compile-time constants of the kernels (Triton reads globals only then).
@@ -188,8 +189,6 @@ def _attn_fwd_kernel(q8, k8, v8t, q_scale, k_scale, v_scale, k_mean, out, lse, c
 
 def is_supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mode: str, fp4=None) -> tuple[bool, str]:
     """Whether `triton_attention` can run these inputs, and if not, why (for dispatch's fallback)."""
-    if mode not in SUPPORTED_MODES:
-        return False, f"mode {mode!r} is not one of the Triton kernel's modes {SUPPORTED_MODES}"
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.dim() != 4:
             return False, f"{name} must be (B, S, H, D), got shape {tuple(t.shape)}"
@@ -197,10 +196,17 @@ def is_supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mode: str, f
             return False, f"{name} dtype {t.dtype} is not bf16/fp16/fp32"
     if k.shape != v.shape or q.shape[0] != k.shape[0] or q.shape[2:] != k.shape[2:]:
         return False, f"shapes disagree: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
-    if q.shape[-1] not in SUPPORTED_HEAD_DIMS:
-        return False, f"head dim {q.shape[-1]} not in {SUPPORTED_HEAD_DIMS}"
     if q.shape[1] == 0 or k.shape[1] == 0:
         return False, "empty sequence"
+    return supports(q, k, v, mode, fp4)
+
+
+def supports(q, k, v, mode, fp4=None) -> tuple[bool, str]:
+    """The spec's question, on inputs dispatch has validated (is_supported adds the shape checks)."""
+    if mode not in SUPPORTED_MODES:
+        return False, f"mode {mode!r} is not one of the Triton kernel's modes {SUPPORTED_MODES}"
+    if q.shape[-1] not in SUPPORTED_HEAD_DIMS:
+        return False, f"head dim {q.shape[-1]} not in {SUPPORTED_HEAD_DIMS}"
     if not triton_usable(q):
         return False, f"device {q.device} has no FP8 Triton path (needs CUDA sm89+, or TRITON_INTERPRET=1 on CPU)"
     return True, ""
@@ -250,12 +256,18 @@ def triton_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mode: st
     ok, why = is_supported(q, k, v, mode)
     if not ok:
         raise ValueError(f"triton_attention cannot run this call: {why}")
+    out, lse = run(q, k, v, mode, scale, fp4, return_lse)
+    return (out, lse) if return_lse else out
+
+
+def run(q, k, v, mode, scale=None, fp4=None, return_lse=False):
+    """The spec's run, on inputs `supports` accepted: (out in q's dtype, LSE or None)."""
     scale = default_scale(q.shape[-1]) if scale is None else float(scale)
     prep = prepare_fp8(q, k, v, backend="triton")
     prep.check_score_range(mode, scale)
     out = torch.empty_like(q)
     if not return_lse:
-        return attention_prepared(prep, mode, scale, out)
+        return attention_prepared(prep, mode, scale, out), None
     B, Sq, H, _ = q.shape
     lse = torch.empty(B, H, Sq, dtype=torch.float32, device=q.device)
     return attention_prepared(prep, mode, scale, out, lse), lse
