@@ -312,7 +312,9 @@ def test_huge_scores_raise_before_the_launch(monkeypatch):
     """sm90_attention checks the score range on the pre-pass's operands, as the reference does,
     before launching (the kernel's direct-p map assumes |m| < 2^19)."""
     monkeypatch.setattr(sm90, "is_supported", lambda *a, **kw: (True, ""))
-    monkeypatch.setattr(sm90, "launch", lambda *a, **kw: pytest.fail("launched"))
+    from wan_fp4.kernels.sm90 import host
+
+    monkeypatch.setattr(host, "launch", lambda *a, **kw: pytest.fail("launched"))
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, 130, 1, 64, generator=g) for _ in range(3))
     with pytest.raises(ValueError, match="direct-p: q . k"):
@@ -328,3 +330,32 @@ def test_prebuilt_kernel_counts_as_available_before_its_shim_is_linked(monkeypat
         assert sm90.source_reason("direct-p", head_dim) == (True, "")
     assert sorted(p.name for p in tmp_path.rglob("*.so")) == ["libwanfp4_sm90_directp_d128.so",
                                                                "libwanfp4_sm90_directp_d64.so"]
+
+
+def test_every_family_launches_through_one_prebuilt_or_jit_path(monkeypatch):
+    """kernels.aot.run_prebuilt_or_jit: prebuilt when usable (None), required (True) or never
+    (False); a failed prebuilt launch is an error naming the kernel, never a silent JIT rerun."""
+    import contextlib
+
+    from wan_fp4.kernels.aot import run_prebuilt_or_jit
+
+    monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())  # no GPU here
+
+    calls = []
+
+    def prebuilt_run(*args):
+        calls.append(("prebuilt", args))
+        return 0
+
+    def jit():
+        calls.append(("jit",))
+
+    run_prebuilt_or_jit(None, lambda: prebuilt_run, (1, 2.0, 3), None, jit, "test kernel")
+    run_prebuilt_or_jit(None, lambda: None, (1,), None, jit, "test kernel")
+    run_prebuilt_or_jit(False, lambda: pytest.fail("asked for a prebuilt kernel"), (1,), None, jit, "test kernel")
+    assert calls == [("prebuilt", (1, 2.0, 3)), ("jit",), ("jit",)]
+    with pytest.raises(RuntimeError, match="no usable prebuilt test kernel for D=64"):
+        run_prebuilt_or_jit(True, lambda: None, (), None, jit, "test kernel", " for D=64")
+    with pytest.raises(RuntimeError, match="prebuilt test kernel launch failed with error 700"):
+        run_prebuilt_or_jit(None, lambda: (lambda *a: 700), (), None, jit, "test kernel")
+    assert len(calls) == 3

@@ -21,11 +21,12 @@ import torch
 import wan_fp4
 from wan_fp4 import reference
 from wan_fp4.dispatch import kernel_available
+from wan_fp4.kernels import registry
 from wan_fp4.eval.metrics import rel_l2
 from wan_fp4.eval.peers import PEER_LABELS, available_peers
 
 WAN_SHAPES = ["1x12x32760x128", "1x40x32760x128", "1x40x75600x128"]
-OUR_KERNELS = ["sm90-cute", "triton", "sm100-cute", "fp4-emulation"]
+OUR_KERNELS = list(registry.NAMES)
 
 
 def parse_shape(text):

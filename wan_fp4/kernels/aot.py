@@ -375,3 +375,26 @@ class Prebuilt:
                     fn = None
             self._loaded[name] = fn
             return fn
+
+
+# ------------------------------------------------------------------------- prebuilt or JIT
+def run_prebuilt_or_jit(prebuilt: bool | None, launcher: Callable, args: tuple, device, jit: Callable[[], None],
+                        what: str, missing: str = "") -> None:
+    """Every family's launch: the prebuilt kernel when usable, else the same kernel JIT-compiled.
+
+    prebuilt: None = prebuilt when `launcher()` gives a run function, else `jit()`; True = require
+    the prebuilt kernel; False = always `jit()`. args: the run function's arguments (pointers as
+    ints, scalars, the raw stream handle), called on `device`. what: the kernel in errors ("sm90
+    kernel"); missing: what the error adds when no prebuilt kernel is usable."""
+    run = launcher() if prebuilt is not False else None
+    if prebuilt and run is None:
+        raise RuntimeError(f"no usable prebuilt {what}{missing}")
+    if run is None:
+        jit()
+        return
+    import torch
+
+    with torch.cuda.device(device):
+        err = run(*args)
+    if err != 0:
+        raise RuntimeError(f"prebuilt {what} launch failed with error {err}")

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import torch
 
+from ..aot import run_prebuilt_or_jit
+from .aot import prebuilt_launcher
+
 
 def _check(ops, out: torch.Tensor, denom: torch.Tensor) -> tuple:
     if out.dtype != torch.bfloat16 or not out.is_contiguous():
@@ -52,21 +55,10 @@ def launch(ops, args, out: torch.Tensor, denom: torch.Tensor, *, prebuilt: bool 
         prebuilt = False
     *tensors, m = _check(ops, out, denom)
     raw_stream = torch.cuda.current_stream(out.device).cuda_stream
-    run = None
-    if prebuilt is not False:
-        from .aot import prebuilt_launcher
-
-        run = prebuilt_launcher()
-    if prebuilt and run is None:
-        raise RuntimeError("no usable prebuilt sm100a kernel (see the wan_fp4.sm100 log)")
-    if run is not None:
-        ptrs = tuple(t.data_ptr() for t in (*tensors, out, denom, m))
-        with torch.cuda.device(out.device):
-            err = run(*ptrs, *scalar_args(args), raw_stream)
-        if err != 0:
-            raise RuntimeError(f"prebuilt sm100a kernel launch failed with error {err}")
-        return
-    _launch_jit(tensors, args, out, denom, m, raw_stream, pv_qk_sync)
+    ptrs = tuple(t.data_ptr() for t in (*tensors, out, denom, m))
+    run_prebuilt_or_jit(prebuilt, prebuilt_launcher, (*ptrs, *scalar_args(args), raw_stream), out.device,
+                        lambda: _launch_jit(tensors, args, out, denom, m, raw_stream, pv_qk_sync),
+                        "sm100a kernel", " (see the wan_fp4.sm100 log)")
 
 
 def _launch_jit(tensors, args, out, denom, m, raw_stream, pv_qk_sync=False) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..aot import Prebuilt, bind, cuda_home, link_shim  # noqa: F401 - re-exported for callers/tests
+from .config import default_config
 
 PKG = Path(__file__).resolve().parent
 # the sources whose change invalidates a prebuilt kernel
@@ -23,8 +24,6 @@ SIGNATURE = ("void*",) * 8 + ("int32_t",) * 4 + ("float", "stream")
 
 def kernel_name(mode: str, head_dim: int, config: dict | None = None) -> str:
     """wanfp4_sm90_<mode>_d<D>, plus a tag of the options that differ from the mode's default."""
-    from . import default_config
-
     base = default_config(mode)
     cfg = {**base, **(config or {})}
     tag = "".join(f"_{key}{int(val)}" for key, val in sorted(cfg.items()) if base.get(key) != val)

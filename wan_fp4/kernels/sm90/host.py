@@ -1,0 +1,81 @@
+"""The sm90 kernel's host side: operands from the FP8 pre-pass in this kernel's layout, the launch
+(prebuilt or JIT, kernels/aot.py), and the LSE correction for K smoothing."""
+from __future__ import annotations
+
+import torch
+
+from .config import default_config
+
+
+def run(q, k, v, mode, scale=None, fp4=None, return_lse=False, *, config=None, prebuilt=None):
+    """The spec's run, on inputs `supports` accepted: (out in q's dtype, LSE or None)."""
+    from ...modes import default_scale
+    from ..prepare import prepare_fp8
+    from .layout import v_layout_args
+
+    ops = prepare_fp8(q, k, v, **v_layout_args(mode))
+    ops.check_score_range(mode, default_scale(q.shape[-1]) if scale is None else float(scale))
+    out, lse = launch(ops, mode, q.shape[-1], scale, config=config, prebuilt=prebuilt)
+    out = out.to(q.dtype)
+    if not return_lse:
+        return out, None
+    return out, lse + lse_shift(ops, q.shape[-1], scale)
+
+
+def lse_shift(ops, head_dim, scale=None):
+    """ln2 * (q8 * sq * c) . k_mean per row, (B, H, Sq): smoothing K shifted each row's scores by
+    that much; the reference adds it back so LSEs of different key chunks compare (ring attention).
+    The kernel's LSE leaves it out (it would need a Q . mean_k dot per row); add it here."""
+    from ...modes import LN2, QK_SCALE_BLOCK, default_scale
+    from ...reference import log2_scale
+
+    c = log2_scale(default_scale(head_dim) if scale is None else float(scale))
+    sq = ops.q_scale.repeat_interleave(QK_SCALE_BLOCK, dim=2)[:, :, : ops.seq_q] * c  # (B, H, Sq)
+    q = ops.q8[:, :, : ops.seq_q].to(torch.float32) * sq.unsqueeze(-1)
+    return LN2 * torch.matmul(q, ops.k_mean.unsqueeze(-1)).squeeze(-1)
+
+
+def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, vt=None, prebuilt=None):
+    """Run the kernel on prepared operands (prepare.PreparedFP8). Returns (out BF16, lse FP32).
+
+    vt: the V^T in this kernel's layout; None = ops.v8t when the pre-pass wrote that layout
+    (layout.v_layout_args), else converted here (layout.sm90_v_layout, an extra pass).
+    prebuilt: None = the AOT kernel (aot.py) of this config when one is usable, else JIT;
+    True = require the AOT kernel; False = always JIT."""
+    from ...modes import default_scale
+    from ...reference import log2_scale
+    from ..aot import run_prebuilt_or_jit
+    from .aot import prebuilt_launcher
+    from .compile import compile_kernel, runtime_args
+    from .layout import sm90_v_layout, v_layout_args
+
+    cfg = {**default_config(mode), **(config or {})}
+    b, h, _, d = ops.q8.shape
+    if vt is None:
+        want = v_layout_args(mode)
+        if (ops.v_perm, ops.v_ones_rows) == (want["v_perm"], want["v_ones_rows"]):
+            vt = ops.v8t
+        else:
+            vt = sm90_v_layout(ops.plain_v8t().contiguous(), mode == "direct-p")
+    if out is None:
+        out = torch.empty(b, ops.seq_q, h, d, dtype=torch.bfloat16, device=ops.q8.device)
+    if lse is None:
+        lse = torch.empty(b, h, ops.seq_q, dtype=torch.float32, device=ops.q8.device)
+    tensors = (ops.q8, ops.k8, vt, out, lse, ops.q_scale, ops.k_scale, ops.v_scale)
+    for t in tensors:
+        if not t.is_contiguous():
+            raise ValueError("sm90 kernel operands must be contiguous")
+    c = log2_scale(default_scale(head_dim) if scale is None else float(scale))
+    sizes = (b, h, ops.seq_q, ops.seq_kv)
+    raw_stream = torch.cuda.current_stream(ops.q8.device).cuda_stream
+
+    def jit():
+        import cuda.bindings.driver as cuda
+
+        kern = compile_kernel(mode, head_dim, **cfg)
+        kern(*runtime_args(tensors, sizes, c, cuda.CUstream(raw_stream)))
+
+    run_prebuilt_or_jit(prebuilt, lambda: prebuilt_launcher(mode, head_dim, cfg),
+                        (tuple(t.data_ptr() for t in tensors), sizes, c, raw_stream), ops.q8.device, jit,
+                        "sm90 kernel", f" for mode={mode!r} D={head_dim} config={cfg}")
+    return out, lse
