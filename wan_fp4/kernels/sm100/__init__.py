@@ -11,15 +11,13 @@ this package needs only torch; the CuTe DSL is imported when a kernel is compile
 from __future__ import annotations
 
 import importlib.util
-import math
-from dataclasses import dataclass
 
 import torch
 
-from ... import reference
+from ...modes import FP4Params, check_mode
 from ..registry import KernelSpec
-from ...modes import FP4_SCALE_SHIFT, LN2, FP4Params, check_mode, default_scale
-from .pack import HEAD_DIM, SM100Operands, prepare_operands
+from .launch import LaunchArgs, build_launch_args, lse_from_denominator, run  # noqa: F401 - the host side
+from .pack import HEAD_DIM, prepare_operands
 
 MODE = "direct-p-fp4"
 SUPPORTED_CAPABILITY = (10, 0)  # sm_100a code runs on sm_100 only (not sm_103 / sm_120)
@@ -66,44 +64,6 @@ def supports(q, k, v, mode: str = MODE, fp4: FP4Params | None = None) -> tuple[b
     return True, ""
 
 
-@dataclass(frozen=True)
-class LaunchArgs:
-    """The kernel's scalar arguments, computed once on the host (FP32 exactly as the reference)."""
-
-    seq_q: int
-    seq_kv: int
-    batch: int
-    heads: int
-    sq_pad: int
-    skv_pad: int
-    guard: int  # 1: the large-logit guard (the kernel reads ops.m), 0: shiftless
-    qk_log2: float  # c = reference.log2_scale(scale)
-    affine_ac: float  # fl(A * c)
-    affine_a: float
-    affine_b: float
-    num_ctas: int
-
-
-def _f32(x: float) -> float:
-    return torch.tensor(x, dtype=torch.float32).item()
-
-
-def build_launch_args(ops: SM100Operands, scale: float, fp4: FP4Params, num_sms: int) -> LaunchArgs:
-    if not (scale > 0 and math.isfinite(scale)):
-        raise ValueError(f"scale must be a positive finite number, got {scale}")
-    if num_sms < 1:
-        raise ValueError(f"num_sms must be >= 1, got {num_sms}")
-    guard = fp4.guard_margin is not None
-    if guard != (ops.m is not None):
-        raise ValueError("fp4.guard_margin and the prepared operands disagree: prepare them with "
-                         "prepare_operands(q, k, v, guard_margin=fp4.guard_margin)")
-    a, b = (_f32(x) for x in fp4.affine)
-    c = reference.log2_scale(scale)
-    work = (ops.sq_pad // 256) * ops.batch * ops.heads  # a work item: two 128-row query tiles
-    return LaunchArgs(ops.seq_q, ops.seq_kv, ops.batch, ops.heads, ops.sq_pad, ops.skv_pad, int(guard),
-                      c, _f32(a * c), a, b, max(1, min(num_sms, work)))
-
-
 def sm100_attention(q, k, v, mode: str = MODE, scale: float | None = None,
                     fp4: FP4Params = FP4Params(), return_lse: bool = False):
     """Direct-P FP4 attention on sm100a. q, k, v: (B, S, H, 128); returns (B, Sq, H, 128) in q's dtype.
@@ -119,38 +79,6 @@ def sm100_attention(q, k, v, mode: str = MODE, scale: float | None = None,
         raise RuntimeError(f"sm100_attention cannot run here: {why}")
     out, lse = run(q, k, v, mode, scale, fp4, return_lse)
     return (out, lse) if return_lse else out
-
-
-def run(q, k, v, mode: str = MODE, scale: float | None = None, fp4: FP4Params | None = None,
-        return_lse: bool = False):
-    """The spec's run, on inputs `supports` accepted: (out in q's dtype, LSE or None)."""
-    from .launch import launch
-
-    fp4 = fp4 or FP4Params()
-    ops = prepare_operands(q, k, v, guard_margin=fp4.guard_margin)
-    scale = default_scale(HEAD_DIM) if scale is None else scale
-    num_sms = torch.cuda.get_device_properties(q.device).multi_processor_count
-    args = build_launch_args(ops, scale, fp4, num_sms)
-    out = torch.empty(q.shape, dtype=torch.bfloat16, device=q.device)
-    denom = torch.empty(ops.batch * ops.heads, ops.seq_q, dtype=torch.float32, device=q.device)
-    launch(ops, args, out, denom)
-    out = out.to(q.dtype)
-    if not return_lse:
-        return out, None
-    m = None if ops.m is None else ops.m.view(ops.batch, ops.heads, ops.seq_q)
-    return out, lse_from_denominator(denom.view(ops.batch, ops.heads, ops.seq_q), m, scale)
-
-
-def lse_from_denominator(denom: torch.Tensor, m: torch.Tensor | None = None,
-                         scale: float | None = None) -> torch.Tensor:
-    """LSE from the kernel's per-row sum 2^(e - L) q: m scale + ln2 (log2(sum / 6) + L), as the
-    reference (m: the guard's row reference (B, H, Sq), None = shiftless m = 0)."""
-    lse = LN2 * (torch.log2(denom / 6.0) + FP4_SCALE_SHIFT)
-    if m is None:
-        return lse
-    if scale is None:
-        raise ValueError("lse_from_denominator: the guard's m needs the score scale")
-    return m * scale + lse
 
 
 SPEC = KernelSpec("sm100-cute", (MODE,), SUPPORTED_CAPABILITY, (HEAD_DIM,), supports, run, same_major=True)
