@@ -99,44 +99,24 @@ def _capture_steps(text):
     return tuple(steps)
 
 
-def _positive_float(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
-    return value
+def _number(convert, ok, want):
+    """An argparse type: `convert(text)`, accepted when `ok(value)`; errors say `expected <want>`."""
+    def parse(text):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {want}, got {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"expected {want}, got {text}")
+        return value
+    return parse
 
 
-def _nonnegative_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-    return value
-
-
-def _guidance(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0 (1 or less turns guidance off), got {text}")
-    return value
-
-
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+_positive_float = _number(float, lambda v: math.isfinite(v) and v > 0, "a positive number")
+_nonnegative_int = _number(int, lambda v: v >= 0, "an integer >= 0")
+_guidance = _number(float, lambda v: math.isfinite(v) and v >= 0,
+                    "a finite number >= 0 (1 or less turns guidance off)")
+_positive_int = _number(int, lambda v: v >= 1, "a positive integer")
 
 
 def _add_common(p, *, modes_help):
