@@ -118,17 +118,7 @@ def time_compiled(transformer, inputs: dict, settings: CompileSettings, *, timer
         first_s = time.perf_counter() - t0
         for _ in range(max(warmup, settings.warm_calls - 1)):
             transformer(**inputs)
-        handles = []
-        for i in range(repeats):
-            t0 = timer.start()
-            out = transformer(**inputs)
-            handles.append(timer.stop(t0))
-            if i == 0:
-                output = out[0].float().cpu()  # a copy, after the stop event: CUDA graphs reuse outputs
-            if progress is not None:
-                progress.update()
-        timer.sync()
-    ms = [timer.elapsed_ms(h) for h in handles]
+        ms, output = timer.forwards(lambda: transformer(**inputs), repeats, progress)
     result = {"forward_ms": {"median": statistics.median(ms), "min": min(ms), "max": max(ms), "all": ms},
               "first_call_s": first_s, "mode": settings.mode, "scope": settings.scope, "dynamo": report.as_dict()}
     return result, output

@@ -75,18 +75,9 @@ def time_variant(transformer, variant: Variant, inputs: dict, *, geom: Geometry,
                 transformer(**inputs)
                 _tick(progress)
             applied.reset_counts()
-            handles = []
-            for i in range(repeats):
-                t0 = timer.start()
-                out = transformer(**inputs)
-                handles.append(timer.stop(t0))
-                if i == 0:
-                    outputs["eager"] = out[0].float().cpu()
-                _tick(progress)
-            timer.sync()
+            ms, outputs["eager"] = timer.forwards(lambda: transformer(**inputs), repeats, progress)
         if applied.handlers:
             tap.check_seen()
-        ms = [timer.elapsed_ms(h) for h in handles]
         kernels = applied.kernels()
         # The instrumented forward: every attention call timed (a few extra events per call).
         ct = CallTimer(timer)

@@ -42,6 +42,23 @@ class Timer:
         return a.elapsed_time(b) if self.cuda else (b - a) * 1e3
 
 
+    def forwards(self, fn, repeats: int, progress=None) -> tuple[list[float], object]:
+        """Time `repeats` calls of `fn()` (ms each, after a sync) and return them with a CPU float32
+        copy of the first call's first output, taken after its stop event (CUDA graphs reuse the
+        output buffers)."""
+        handles, first = [], None
+        for i in range(repeats):
+            t0 = self.start()
+            out = fn()
+            handles.append(self.stop(t0))
+            if i == 0:
+                first = out[0].float().cpu()
+            if progress is not None:
+                progress.update()
+        self.sync()
+        return [self.elapsed_ms(h) for h in handles], first
+
+
 class CallTimer:
     """AttentionTap handler: times each attention call (outermost, so it includes a replacement)."""
 
