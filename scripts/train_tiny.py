@@ -10,6 +10,7 @@ current pipeline (EMA weights, shipped precision) and, with --eval, scores promp
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shlex
 import sys
@@ -35,10 +36,13 @@ def main(argv=None) -> int:
     ap.add_argument("--init-from", help="an exported pipeline directory (with history.json beside it, if "
                                         "any) to start an empty state from")
     ap.add_argument("--smoke", action="store_true", help="a tiny configuration that runs in a minute on a CPU")
+    ap.add_argument("--compile", default="", metavar="BACKEND",
+                    help="torch.compile the transformer's training forward with this backend (e.g. inductor)")
     args = ap.parse_args(argv)
 
     started = time.time()
     config = training.SMOKE_CONFIG if args.smoke else training.TrainConfig()
+    config = dataclasses.replace(config, compile_backend=args.compile)
     trainer = training.Trainer(args.state, config, device=args.device, log=lambda m: print(m, flush=True))
     if args.init_from:
         past = Path(args.init_from).parent / "history.json"

@@ -38,12 +38,14 @@ def test_every_stage_runs_resumes_and_exports(tmp_path):
     subprocess.run(cmd, check=True, cwd=ROOT, capture_output=True)
     history = json.loads((out / "history.json").read_text())
     assert history["vae"] and history["transformer"][-1]["step"] == 2
-    cmd[cmd.index("--max-steps") + 1] = "3"  # resumes where it stopped
+    cmd[cmd.index("--max-steps") + 1] = "3"  # resumes where it stopped, through torch.compile
+    cmd += ["--compile", "eager"]
     subprocess.run(cmd, check=True, cwd=ROOT, capture_output=True)
     history = json.loads((out / "history.json").read_text())
     assert [r["step"] for r in history["transformer"]] == [1, 2, 3]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["stage"] == "transformer" and summary["transformer_steps"] == 3
+    assert summary["config"]["compile_backend"] == "eager"
 
     import tarfile
 

@@ -56,6 +56,9 @@ class TrainConfig:
     cfg_dropout: float = 0.1
     flow_shift: float = 3.0  # the sampler's (UniPC, flow_shift 3.0): train on the same noise levels
     ema_decay: float = 0.998
+    # torch.compile backend for the transformer's training forward ("" = eager). A step is
+    # launch-bound (thousands of small ops), which fusing attacks; "inductor" is the one to try on a GPU.
+    compile_backend: str = ""
     log_every: int = 50
     tags: dict = field(default_factory=dict)
 
@@ -238,6 +241,7 @@ class Trainer:
         text_encoder = self.parts["text_encoder"].to(dev).train()
         params = list(transformer.parameters()) + list(text_encoder.parameters())
         opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.99), weight_decay=cfg.weight_decay)
+        forward = torch.compile(transformer, backend=cfg.compile_backend) if cfg.compile_backend else transformer
         ema = [p.detach().clone() for p in params]
         path = self.dir / "transformer.pt"
         step = self.history["transformer"][-1]["step"] if self.history["transformer"] else 0
@@ -264,7 +268,7 @@ class Trainer:
             xt = (1 - s) * x0 + s * noise
             with _autocast(dev):
                 context = encode_text(text_encoder, b_ids, b_mask, cfg.text_tokens)
-                pred = transformer(xt, sigma * 1000, context, return_dict=False)[0]
+                pred = forward(xt, sigma * 1000, context, return_dict=False)[0]
             loss = (pred.float() - (noise - x0)).pow(2).mean()
             for group in opt.param_groups:
                 group["lr"] = cfg.lr * min(1.0, (step + 1) / cfg.warmup)
