@@ -12,6 +12,7 @@ writes V^T straight into this kernel's layout (layout.py). The kernel is JIT-com
 from __future__ import annotations
 
 import importlib.util
+from functools import lru_cache
 
 import torch
 
@@ -68,9 +69,12 @@ def supports(q, k, v, mode, fp4=None) -> tuple[bool, str]:
     return source_reason(mode, d)
 
 
+@lru_cache(maxsize=None)
 def source_reason(mode: str, head_dim: int) -> tuple[bool, str]:
     """Whether a kernel for (mode, D) can be had: the DSL to JIT it, or a usable prebuilt object,
-    whose shim is linked here on first use (a fresh machine has none linked yet)."""
+    whose shim is linked here on first use (a fresh machine has none linked yet). Asked on every
+    call, answered once per process: without the DSL, finding the prebuilt object reads and hashes
+    the kernel sources."""
     if not _dsl_available():
         from .aot import find
 
