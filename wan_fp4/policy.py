@@ -114,9 +114,14 @@ class Policy:
         return own, (own if self.cross_attention else ("bf16", self.fp4))
 
     def mode_for(self, layer: int | None, is_cross: bool) -> tuple[str, FP4Params]:
+        return self.on_this_step(self.call_modes(layer), is_cross)
+
+    def on_this_step(self, call_modes, is_cross: bool) -> tuple[str, FP4Params]:
+        """A layer's `call_modes` entry for this call: bf16 on a step forced to bf16 (the step hook
+        sets it before each transformer call), else the layer's own."""
         if self.step_bf16:
             return "bf16", self.fp4
-        return self.call_modes(layer)[is_cross]
+        return call_modes[is_cross]
 
     # ----------------------------------------------------------------- steps
     def set_step(self, step: int | None, num_steps: int | None) -> None:

@@ -118,9 +118,7 @@ class WanDirectPAttnProcessor(WanAttnProcessor):
     def mode_for(self, is_cross: bool) -> tuple[str, FP4Params]:
         if self.policy is None:
             return ("bf16" if is_cross else self.mode), self.fp4
-        if self.policy.step_bf16:  # per call: the step hook sets it before each transformer call
-            return "bf16", self.fp4
-        return self._call_modes[is_cross]
+        return self.policy.on_this_step(self._call_modes, is_cross)
 
     def __call__(self, attn: WanAttention, hidden_states, encoder_hidden_states=None, attention_mask=None,
                  rotary_emb=None):
