@@ -6,6 +6,7 @@ current pipeline (EMA weights, shipped precision) and, with --eval, scores promp
 
     python scripts/train_tiny.py --state /tmp/wanfp4_train --budget-s 480 --out $OUT --eval
     python scripts/train_tiny.py --state /tmp/new --init-from DIR ...  # a lost state, from an export
+    python scripts/train_tiny.py --plot OUT/history.json              # OUT/losses.png, on any machine
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from wan_fp4.pipelines import trained, training, world  # noqa: E402
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--state", required=True, help="training state directory (created; resumed if present)")
+    ap.add_argument("--state", help="training state directory (created; resumed if present)")
     ap.add_argument("--budget-s", type=float, default=480.0, help="wall-clock seconds of training this call")
     ap.add_argument("--max-steps", type=int, help="stop the transformer at this step")
     ap.add_argument("--out", help="write the exported pipeline (two tar files), history.json and eval here")
@@ -38,7 +39,15 @@ def main(argv=None) -> int:
     ap.add_argument("--smoke", action="store_true", help="a tiny configuration that runs in a minute on a CPU")
     ap.add_argument("--compile", default="", metavar="BACKEND",
                     help="torch.compile the transformer's training forward with this backend (e.g. inductor)")
+    ap.add_argument("--plot", metavar="HISTORY_JSON",
+                    help="only plot the loss curves of a history.json to losses.png beside it (needs matplotlib, "
+                         "which the GPU machine lacks)")
     args = ap.parse_args(argv)
+    if args.plot:
+        print(training.plot_losses(json.loads(Path(args.plot).read_text()), Path(args.plot).with_name("losses.png")))
+        return 0
+    if not args.state:
+        ap.error("--state is required (unless --plot)")
 
     started = time.time()
     config = training.SMOKE_CONFIG if args.smoke else training.TrainConfig()
@@ -49,7 +58,7 @@ def main(argv=None) -> int:
         trainer.init_from(args.init_from, json.loads(past.read_text()) if past.is_file() else None)
     history = trainer.run(args.budget_s, args.max_steps)
     summary = {"command": shlex.join([sys.executable] + sys.argv), "stage": trainer.stage,
-               "seconds": round(time.time() - started, 1), "config": training.config_dict(trainer.config),
+               "seconds": round(time.time() - started, 1), "config": dataclasses.asdict(trainer.config),
                **training.loss_summary(history)}
     print(json.dumps(summary), flush=True)
     if not args.out:

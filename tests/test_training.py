@@ -61,4 +61,6 @@ def test_every_stage_runs_resumes_and_exports(tmp_path):
     frames = pipe(prompt="a red ball moving right", height=32, width=32, num_frames=5, num_inference_steps=2,
                   output_type="np").frames
     assert frames.shape == (1, 5, 32, 32, 3) and bool(torch.isfinite(torch.as_tensor(frames)).all())
-    assert training.plot_losses(history, tmp_path / "loss.png").stat().st_size > 0
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "train_tiny.py"), "--plot", str(out / "history.json")],
+                   check=True, cwd=ROOT, capture_output=True)
+    assert (out / "losses.png").stat().st_size > 0

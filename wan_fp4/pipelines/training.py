@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -60,13 +60,6 @@ class TrainConfig:
     # launch-bound (thousands of small ops), which fusing attacks; "inductor" is the one to try on a GPU.
     compile_backend: str = ""
     log_every: int = 50
-    tags: dict = field(default_factory=dict)
-
-
-def _now() -> float:
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-    return time.time()
 
 
 def _autocast(device: torch.device):
@@ -355,10 +348,6 @@ def loss_summary(history: dict) -> dict:
             "vae_l1": tail(history["vae"], "l1"), "vae_l2": tail(history["vae"], "l2"),
             "transformer_steps": history["transformer"][-1]["step"] if history["transformer"] else 0,
             "transformer_loss": tail(history["transformer"], "loss")}
-
-
-def config_dict(config: TrainConfig) -> dict:
-    return asdict(config)
 
 
 def plot_losses(history: dict, path) -> Path:
