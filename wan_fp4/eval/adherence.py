@@ -150,14 +150,18 @@ class Validation:
 
 
 def validate(n: int = 240, seed: int = 20261130, size: int = world.REFERENCE_SIZE, frames: int = 17,
-             batch: int = 40) -> Validation:
+             batch: int = 40, transform=None) -> Validation:
     """Read back `n` rendered clips of the world (seeded, a second object in some) and compare with
-    their ground truth: the detector's own accuracy, before it scores a model."""
+    their ground truth: the detector's own accuracy, before it scores a model. `transform` maps a
+    rendered (B, 3, F, H, W) batch in [-1, 1] to another before reading (a VAE round trip, say)."""
     specs = world.sample_clips(n, seed=seed, size=size, frames=frames)
     pairs, failures = [], []
     for start in range(0, n, batch):
         chunk = specs[start:start + batch]
-        video = ((world.render(chunk) + 1) / 2).permute(0, 2, 3, 4, 1).numpy()  # (B, F, H, W, 3)
+        pixels = world.render(chunk)
+        if transform is not None:
+            pixels = transform(pixels).float().cpu().clamp(-1.0, 1.0)
+        video = ((pixels + 1) / 2).permute(0, 2, 3, 4, 1).numpy()  # (B, F, H, W, 3)
         for spec, clip in zip(chunk, video):
             reading = read(clip)
             pairs.append((reading, spec.caption))

@@ -195,8 +195,9 @@ def _coverage(obj: ObjectSpec, frames: int, xs: torch.Tensor, ys: torch.Tensor) 
     return (obj.half_size - dist + 0.5).clamp(0.0, 1.0), dist
 
 
-def render(specs: list[ClipSpec], device=None, dtype=torch.float32) -> torch.Tensor:
-    """(B, 3, F, H, W) pixels in [-1, 1] for clips of one size and frame count."""
+def render(specs: list[ClipSpec], device=None, dtype=torch.float32, with_coverage: bool = False):
+    """(B, 3, F, H, W) pixels in [-1, 1] for clips of one size and frame count; with
+    `with_coverage`, also the (B, 1, F, H, W) fraction of each pixel the objects cover."""
     if not specs:
         raise ValueError("specs is empty")
     size, frames = specs[0].size, specs[0].frames
@@ -207,6 +208,7 @@ def render(specs: list[ClipSpec], device=None, dtype=torch.float32) -> torch.Ten
     ys, xs = torch.meshgrid(coords, coords, indexing="ij")
     u, v = xs / size - 0.5, ys / size - 0.5
     out = torch.empty(len(specs), 3, frames, size, size, device=device, dtype=torch.float32)
+    covered = torch.zeros(len(specs), 1, frames, size, size, device=device, dtype=torch.float32)
     for i, spec in enumerate(specs):
         bg = torch.tensor(BACKGROUNDS[spec.background], device=device).view(3, 1, 1)
         gx, gy, g0 = spec.gradient
@@ -223,8 +225,10 @@ def render(specs: list[ClipSpec], device=None, dtype=torch.float32) -> torch.Ten
                 shade = 1.0 - 0.3 * (dist / obj.half_size).clamp(max=1.0) ** 2
                 colour = colour * shade.unsqueeze(0)
             video = video * (1 - cover) + colour * cover
+            covered[i, 0] = torch.maximum(covered[i, 0], cover)
         out[i] = video
-    return (out.clamp(0.0, 1.0) * 2 - 1).to(dtype)
+    video = (out.clamp(0.0, 1.0) * 2 - 1).to(dtype)
+    return (video, covered.to(dtype)) if with_coverage else video
 
 
 def prompt_set(colours=("red", "green", "blue", "yellow")) -> list[str]:
