@@ -6,6 +6,7 @@ current pipeline (EMA weights, shipped precision) and, with --eval, scores promp
 
     python scripts/train_tiny.py --state /tmp/wanfp4_train --budget-s 480 --out $OUT --eval
     python scripts/train_tiny.py --state /tmp/new --init-from DIR ...  # a lost state, from an export
+    python scripts/train_tiny.py --state S --budget-s 0 --decoder-s 200 ...  # sharpen the decoder
     python scripts/train_tiny.py --plot OUT/history.json              # OUT/losses.png, on any machine
 """
 from __future__ import annotations
@@ -36,6 +37,8 @@ def main(argv=None) -> int:
     ap.add_argument("--device", help="torch device (default cuda if available)")
     ap.add_argument("--init-from", help="an exported pipeline directory (with history.json beside it, if "
                                         "any) to start an empty state from")
+    ap.add_argument("--decoder-s", type=float, default=0.0,
+                    help="then fine-tune the VAE's decoder alone for this many seconds (latents unchanged)")
     ap.add_argument("--smoke", action="store_true", help="a tiny configuration that runs in a minute on a CPU")
     ap.add_argument("--compile", default="", metavar="BACKEND",
                     help="torch.compile the transformer's training forward with this backend (e.g. inductor)")
@@ -57,6 +60,8 @@ def main(argv=None) -> int:
         past = Path(args.init_from).parent / "history.json"
         trainer.init_from(args.init_from, json.loads(past.read_text()) if past.is_file() else None)
     history = trainer.run(args.budget_s, args.max_steps)
+    if args.decoder_s > 0:
+        trainer.finetune_decoder(args.decoder_s)
     summary = {"command": shlex.join([sys.executable] + sys.argv), "stage": trainer.stage,
                "seconds": round(time.time() - started, 1), "config": dataclasses.asdict(trainer.config),
                **training.loss_summary(history)}
@@ -66,7 +71,7 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "history.json").write_text(json.dumps(history))
-    if trainer.stage != "transformer" or not history["transformer"]:
+    if trainer.stage == "vae" or not history["transformer"]:  # nothing trained to export yet
         (out / "summary.json").write_text(json.dumps(summary, indent=1))
         return 0
     with tempfile.TemporaryDirectory() as tmp:

@@ -61,6 +61,19 @@ def test_every_stage_runs_resumes_and_exports(tmp_path):
     frames = pipe(prompt="a red ball moving right", height=32, width=32, num_frames=5, num_inference_steps=2,
                   output_type="np").frames
     assert frames.shape == (1, 5, 32, 32, 3) and bool(torch.isfinite(torch.as_tensor(frames)).all())
+
+    # The decoder alone is fine-tuned: the encoder, and so the latents the transformer learnt, stay.
+    before = {k: v.clone() for k, v in pipe.vae.state_dict().items()}
+    cmd[cmd.index("--budget-s") + 1] = "0"
+    subprocess.run(cmd + ["--decoder-s", "3"], check=True, cwd=ROOT, capture_output=True)
+    history = json.loads((out / "history.json").read_text())
+    assert history["decoder"] and history["vae_roundtrip"]["clips"] == 64
+    assert [r["step"] for r in history["transformer"]] == [1, 2, 3]
+    with tarfile.open(out / "rest.tar") as tar:
+        tar.extractall(export, filter="data")
+    after = WanPipeline.from_pretrained(str(export), local_files_only=True).vae.state_dict()
+    changed = {k.split(".")[0] for k in before if not torch.equal(before[k], after[k])}
+    assert "decoder" in changed and changed <= {"decoder", "post_quant_conv"}, changed
     subprocess.run([sys.executable, str(ROOT / "scripts" / "train_tiny.py"), "--plot", str(out / "history.json")],
                    check=True, cwd=ROOT, capture_output=True)
     assert (out / "losses.png").stat().st_size > 0
