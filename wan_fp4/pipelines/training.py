@@ -93,7 +93,8 @@ class Trainer:
 
         export_dir = Path(export_dir)
         vae = AutoencoderKLWan.from_pretrained(export_dir / "vae", torch_dtype=torch.float32)
-        torch.save({"model": vae.state_dict(), "config": dict(vae.config), "step": -1}, self.dir / "vae_done.pt")
+        config = {k: v for k, v in vae.config.items() if not k.startswith("_")}  # no paths: weights-only loadable
+        torch.save({"model": vae.state_dict(), "config": config, "step": -1}, self.dir / "vae_done.pt")
         tr = WanTransformer3DModel.from_pretrained(export_dir / "transformer", torch_dtype=torch.float32)
         te = UMT5EncoderModel.from_pretrained(export_dir / "text_encoder", torch_dtype=torch.float32)
         self.parts["transformer"].load_state_dict(tr.state_dict())
@@ -406,6 +407,7 @@ def encode_text(text_encoder, ids: torch.Tensor, mask: torch.Tensor, tokens: int
 def save_pipeline(pipe, out_dir) -> Path:
     """`save_pretrained` in the shipped precision: the transformer in bf16 (the modules diffusers
     keeps in float32 stay float32), the VAE in float16, the text encoder in float32."""
+    from .registry import write_defaults
     from .tiny import cast_like_from_pretrained, fp32_modules
 
     out_dir = Path(out_dir)
@@ -414,6 +416,7 @@ def save_pipeline(pipe, out_dir) -> Path:
     pipe.vae.to(torch.float16)
     pipe.text_encoder.to(torch.float32)
     pipe.save_pretrained(out_dir, safe_serialization=True)
+    write_defaults(out_dir, **trained.DEFAULTS)  # the geometry it was trained at, for the CLI
     return out_dir
 
 
