@@ -5,7 +5,8 @@ self/cross, denoising step): it temporarily replaces diffusers' `transformer_wan
 which both the stock `WanAttnProcessor` and `WanDirectPAttnProcessor` call for every attention
 (diffusers 0.42.*; the tap fails loudly when a run makes no call through it), and learns the site
 from forward pre-hooks on each block's attn1/attn2. Handlers see (site, call, q, k, v) and may
-record, time or replace the call; `latency` times calls and swaps in peer kernels with it.
+record, time or replace the call; `Replace` sends chosen kinds to another attention function (a
+peer kernel: the latency tool and the drift report run peers through it).
 
 `capture_attention` stores q/k/v of chosen layers and steps during a (bf16) run, within a byte
 budget; `attention_errors` then runs each mode's kernel on the captured inputs and compares the
@@ -17,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -148,6 +150,30 @@ class AttentionTap:
                                "(wan-fp4 supports diffusers 0.42.*)")
 
 
+class Replace:
+    """Handler that runs the attention calls of `kinds` ("self", "cross") with `fn(q, k, v) -> out`
+    instead of the rest of the chain, and passes the others on. `fn` gets diffusers' (B, S, H, D)
+    tensors and must apply the default 1/sqrt(D) scale, unmasked: what Wan's processor asks of
+    every call. `calls` counts calls per (who ran them, kind): `name` or "stock"."""
+
+    def __init__(self, fn, kinds=("self",), name: str = "peer"):
+        if not kinds or any(k not in KINDS for k in kinds):
+            raise ValueError(f"kinds must be drawn from {KINDS}, got {kinds!r}")
+        self.fn, self.kinds, self.name = fn, tuple(kinds), name
+        self.calls: Counter = Counter()
+
+    def __call__(self, site: Site, call, q, k, v):
+        if site.kind in self.kinds:
+            self.calls[(self.name, site.kind)] += 1
+            return self.fn(q, k, v)
+        self.calls[("stock", site.kind)] += 1
+        return call(q, k, v)
+
+    def kernels(self) -> dict:
+        """Calls as "who / kind": n, the drift report's kernel column."""
+        return {f"{who} / {kind}": n for (who, kind), n in sorted(self.calls.items())}
+
+
 # --------------------------------------------------------------------------- capture
 @dataclass
 class Captured:
@@ -264,10 +290,12 @@ def _rows(sq: int, count: int, device) -> torch.Tensor:
     return torch.linspace(0, sq - 1, count, device=device).round().long().unique()
 
 
-def attention_errors(records, modes, *, device=None, rows: int = 1024, fp4=None, progress: bool = True) -> list[dict]:
+def attention_errors(records, modes, *, device=None, rows: int = 1024, fp4=None, peers=None,
+                     progress: bool = True) -> list[dict]:
     """Per captured call and mode: rel-L2, cosine and max |err| of `wan_fp4.attention(mode)` against
-    exact float32 attention, on `rows` evenly spread query rows. A mode that fails (e.g.
-    direct-p-fp4 overflowing without its guard) gets NaN metrics and the error message."""
+    exact float32 attention, on `rows` evenly spread query rows; likewise each of `peers`
+    ({label: fn(q, k, v)}, kernel "peer"), whose rows carry the label as their mode. A kernel that
+    fails (e.g. direct-p-fp4 overflowing without its guard) gets NaN metrics and the error message."""
     from tqdm.auto import tqdm
 
     from .. import dispatch
@@ -275,19 +303,25 @@ def attention_errors(records, modes, *, device=None, rows: int = 1024, fp4=None,
 
     if rows < 1:
         raise ValueError(f"rows must be positive, got {rows}")
+    peers = dict(peers or {})
+    kernels = [(m, None) for m in modes] + list(peers.items())
     out = []
-    with tqdm(total=len(records) * len(modes), desc="attention error", unit="call", disable=not progress) as bar:
+    with tqdm(total=len(records) * len(kernels), desc="attention error", unit="call", disable=not progress) as bar:
         for rec in records:
             dev = torch.device(device) if device is not None else rec.q.device
             q, k, v = (t.to(dev) for t in (rec.q, rec.k, rec.v))
             idx = _rows(q.shape[1], rows, dev)
             exact = _exact(q, k, v, idx)
-            for mode in modes:
+            for mode, peer in kernels:
                 row = {"layer": rec.layer, "kind": rec.kind, "step": rec.step, "mode": mode,
                        "tokens": q.shape[1], "keys": k.shape[1], "heads": q.shape[2], "rows": int(idx.numel())}
                 try:
-                    row["kernel"] = dispatch.kernel_for(q, mode, k, v)
-                    got = dispatch.attention(q, k, v, mode=mode, fp4=fp4)[:, idx]
+                    if peer is None:
+                        row["kernel"] = dispatch.kernel_for(q, mode, k, v)
+                        got = dispatch.attention(q, k, v, mode=mode, fp4=fp4)[:, idx]
+                    else:
+                        row["kernel"] = "peer"
+                        got = peer(q, k, v)[:, idx]
                     row.update(metrics.compare(got, exact))
                 except (FloatingPointError, RuntimeError, ValueError) as exc:
                     row.update(cosine=math.nan, rel_l2=math.nan, max_abs=math.nan, finite=False,

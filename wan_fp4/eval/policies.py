@@ -140,18 +140,27 @@ class RunOutput:
 
 
 @contextlib.contextmanager
-def applied(pipe, policy: BoundPolicy | None, cross_attention: bool = False):
-    """Run `pipe` under `policy` (None: stock diffusers processors, the control)."""
-    if policy is None:
-        yield None
-        return
-    from .. import processor
+def applied(pipe, policy: BoundPolicy | None, cross_attention: bool = False, tap_handlers=()):
+    """Run `pipe` under `policy` (None: stock diffusers processors, the control), with
+    `tap_handlers` on its attention calls (capture.AttentionTap: capturing them, or a peer kernel
+    replacing them); yields wan_fp4.enable's handle, or None. A tap that saw no call raises."""
+    from .capture import AttentionTap
 
-    handle = processor.enable(pipe, cross_attention=cross_attention, **policy.enable_kwargs())
+    handle = None
+    if policy is not None:
+        from .. import processor
+
+        handle = processor.enable(pipe, cross_attention=cross_attention, **policy.enable_kwargs())
     try:
-        yield handle
+        if not tap_handlers:
+            yield handle
+            return
+        with AttentionTap(pipe, list(tap_handlers)) as tap:
+            yield handle
+        tap.check_seen()
     finally:
-        handle.disable()
+        if handle is not None:
+            handle.disable()
 
 
 def run(pipe, cfg, steps: int, policy: BoundPolicy | None, *, decode: bool = False,
@@ -160,7 +169,7 @@ def run(pipe, cfg, steps: int, policy: BoundPolicy | None, *, decode: bool = Fal
     (a `drift.DriftConfig`); latents after every step via callback_on_step_end. With decode the
     pipeline also decodes (output_type="np"); the final latent is then the last step's latent,
     which is what output_type="latent" would have returned."""
-    from .capture import AttentionTap
+    from .capture import Replace
 
     trajectory = []
 
@@ -168,8 +177,7 @@ def run(pipe, cfg, steps: int, policy: BoundPolicy | None, *, decode: bool = Fal
         trajectory.append(kwargs["latents"].detach().to("cpu", torch.float64, copy=True))
         return {}
 
-    tap = AttentionTap(pipe, list(tap_handlers)) if tap_handlers else contextlib.nullcontext()
-    with applied(pipe, policy, cfg.cross_attention) as handle, tap:
+    with applied(pipe, policy, cfg.cross_attention, tap_handlers) as handle:
         t0 = time.perf_counter()
         out = pipe(prompt=cfg.prompt, negative_prompt=cfg.negative_prompt, height=cfg.height, width=cfg.width,
                    num_frames=cfg.frames, num_inference_steps=steps, guidance_scale=cfg.guidance,
@@ -178,6 +186,9 @@ def run(pipe, cfg, steps: int, policy: BoundPolicy | None, *, decode: bool = Fal
                    callback_on_step_end_tensor_inputs=["latents"])
         seconds = time.perf_counter() - t0
         kernels = {} if handle is None else {f"{m} / {k}": n for (m, k), n in sorted(handle.call_counts().items())}
+    for h in tap_handlers:  # a peer's calls, counted by the handler that ran them
+        if isinstance(h, Replace):
+            kernels.update(h.kernels())
     if decode:
         frames, latent = out.frames[0], trajectory[-1]
     else:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from ..modes import MODES
+from .capture import KINDS, Replace
 from .timing import Timer
 
 BASELINE = "bf16-sdpa"
@@ -54,18 +55,6 @@ class Skip(Exception):
     """A variant that cannot run here; the message says why."""
 
 
-def _peer_handler(fn):
-    def handler(site, call, q, k, v):
-        return fn(q, k, v) if site.kind == "self" else call(q, k, v)
-    return handler
-
-
-def _all_calls_handler(fn):
-    def handler(site, call, q, k, v):
-        return fn(q, k, v)
-    return handler
-
-
 class Applied:
     """Context manager applying a variant to a transformer (and undoing it)."""
 
@@ -94,9 +83,9 @@ class Applied:
                 self.__exit__(None, None, None)  # `with` calls no __exit__ when __enter__ raises
                 raise
         elif v.kind == "fa4":
-            self.handlers = [_all_calls_handler(self.peers["bf16-fa4"])]
+            self.handlers = [Replace(self.peers["bf16-fa4"], kinds=KINDS, name=v.name)]
         elif v.kind == "peer":
-            self.handlers = [_peer_handler(self.peers[v.peer])]
+            self.handlers = [Replace(self.peers[v.peer], kinds=("self",), name=v.peer)]
         return self
 
     def kernels(self) -> dict:
@@ -139,7 +128,7 @@ def resolve_peers(names, device) -> tuple[dict, dict]:
                 continue
             found[name] = lambda q, k, v: dispatch.attention(q, k, v, mode="bf16", kernel="fa4")
         else:
-            got, miss = available_peers([v.peer])
+            got, miss = available_peers([v.peer], device)
             if v.peer in miss:
                 missing[name] = miss[v.peer]
             else:
