@@ -55,6 +55,9 @@ def test_compare_closed_forms():
     ({"steps": (1, 4), "decode_steps": (2,)}, r"decode_steps \[2\] must be among steps \[1, 4\]"),
     ({"accuracy_prompts": 0}, "accuracy_prompts must be positive"),
     ({"accuracy_seeds": ()}, "accuracy_seeds must name at least one seed"),
+    ({"peers": ("cudnn-fp8", "fa5")}, r"peers: unknown \['fa5'\]"),
+    ({"peers": ("cudnn-fp8-kernel",)}, "peers: unknown"),  # returns FP8 codes: timing only
+    ({"peers": ("cudnn-fp8", "cudnn-fp8")}, "peers has duplicates"),
 ])
 def test_config_validation(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -94,6 +97,11 @@ def test_drift_cli_on_tiny_writes_consistent_report(tmp_path, capsys):
     for section in ("Per-layer", "Decoded frames", "Speed and drift", "Prompt accuracy"):
         assert section not in md
     assert sorted(p.name for p in out.iterdir()) == ["drift.json", "drift.md", "drift.png", "trajectory.png"]
+    # the default peer cannot run on a CPU: skipped, and the report says why
+    assert data["peers"] == {"run": {}, "skipped": {"cudnn-fp8": "needs a CUDA GPU; this run is on cpu"},
+                             "kinds": ["self"]}
+    assert "- peers skipped: cudnn-fp8 (needs a CUDA GPU; this run is on cpu)" in md
+    assert not any(r["mode"].startswith("peer:") for r in data["runs"])
     assert env["diffusers"].startswith("0.42")
     s = data["settings"]
     assert (s["height"], s["width"], s["frames"], s["seed"]) == (32, 32, 5, 20260805)

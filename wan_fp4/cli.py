@@ -2,7 +2,8 @@
 
     wan-fp4 generate --prompt TEXT --out video.mp4 [--model tiny|PATH] [--attention MODE] ...
     wan-fp4 drift --out DIR [--model tiny|PATH] [--modes bf16,fp8,direct-p,direct-p-fp4] [--steps 1,4,20]
-                  [--policies ...] [--capture-steps first,last] [--decode-steps max] [--accuracy auto] ...
+                  [--peers cudnn-fp8|none] [--policies ...] [--capture-steps first,last] [--decode-steps max]
+                  [--accuracy auto] ...
     wan-fp4 bench attention|e2e [ARGS...]    (CUDA GPU; see wan_fp4.eval.latency)
 
 Nothing is ever downloaded: --model is a registered name (`tiny`, the embedded smoke model, is the
@@ -164,6 +165,10 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--steps", type=_step_list, default=[1, 4, 20],
                    help="comma-separated step counts, one run each (default 1,4,20)")
     d.add_argument("--seed", type=int, default=None, help="random seed (default 20260805)")
+    d.add_argument("--peers", type=_none_or(_csv("peers")), default=None,
+                   help="attention kernels that are not ours, measured like a mode (e.g. cudnn-fp8: cuDNN FP8 "
+                        "SDPA, CUDA sm90+ with cudnn-frontend), or 'none'; a peer named here must run here "
+                        "(default: cudnn-fp8 where it runs, else the report says why it was skipped)")
     d.add_argument("--policies", type=_none_or(_csv("policies")), default=None,
                    help="policies to measure for drift and speed, or 'none' (default: the four of "
                         "wan_fp4.eval.policies.DEFAULT_POLICIES)")
@@ -363,12 +368,18 @@ def cmd_drift(args, parser, argv) -> int:
             policy_steps=args.policy_steps, time_repeats=args.time_repeats, capture_steps=args.capture_steps,
             capture_layers=args.capture_layers, capture_kinds=tuple(args.capture_kinds),
             capture_gib=args.capture_gib, capture_rows=args.capture_rows, decode_steps=args.decode_steps,
-            accuracy=accuracy, accuracy_prompts=args.accuracy_prompts, accuracy_seeds=args.accuracy_seeds)
+            accuracy=accuracy, accuracy_prompts=args.accuracy_prompts, accuracy_seeds=args.accuracy_seeds,
+            peers=None if args.peers is None else tuple(args.peers))
     except ValueError as exc:
         parser.error(str(exc))
+    try:  # before the model loads: a peer that cannot run here must not cost a load
+        peers = D.select_peers(cfg.peers, device)
+    except D.PeerUnavailable as exc:
+        parser.error(f"--peers: {exc} (leave it out, or --peers none)")
     pipe = _load(args, info, device)
     try:
-        report = D.build_report(pipe, cfg, info=info, device=device, dtype=args.dtype, command=_command(argv))
+        report = D.build_report(pipe, cfg, info=info, device=device, dtype=args.dtype, command=_command(argv),
+                                peers=peers)
     except D.PlanError as exc:  # a setting only checkable against the loaded model
         parser.error(str(exc))
     paths = R.write_drift_report(report, args.out)

@@ -3,9 +3,11 @@
 Same prompt, seed and sampler for every run; each step count is a separate run. The control is the
 pipeline with diffusers' stock attention processor (exact attention); each requested mode, bf16
 included, runs through `wan_fp4.processor.enable`, so the bf16 row also checks that our processor
-reproduces the stock one (cosine 1, relative L2 0 when it does). Each part of the report is one
-function here; `build_report` runs those the settings ask for and `report.write_drift_report`
-writes the result:
+reproduces the stock one (cosine 1, relative L2 0 when it does). Peers (attention kernels that are
+not ours, `peers.py`; cuDNN FP8 by default where it runs) replace the same calls as the modes, on
+the stock processors through the attention tap (`capture.Replace`), and get every per-mode part
+below under the label "peer:<name>". Each part of the report is one function here; `build_report`
+runs those the settings ask for and `report.write_drift_report` writes the result:
 
 * final-latent cosine / relative L2 of every mode and its per-step trajectory (`run_modes`);
 * decoded-frame PSNR/SSIM of the step counts in `decode_steps`;
@@ -21,6 +23,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from ..geometry import check_geometry
 from ..modes import MODES, check_mode
@@ -38,6 +41,8 @@ ACCURACY_NOTE = ("Prompt accuracy reads colour, shape and direction of the main 
                  "frames. It is only meaningful on the embedded trained model (trained on the procedural "
                  "world whose prompts these are); on a random-weight model it is noise.")
 CAPTURE_STEP_WORDS = ("first", "last")
+DEFAULT_PEERS = ("cudnn-fp8",)  # run where available, skipped with the reason elsewhere
+PEER_PREFIX = "peer:"  # a peer's label in every row, table and plot
 
 
 @dataclass(frozen=True)
@@ -47,7 +52,9 @@ class DriftConfig:
     capture_steps: 0-based denoising steps of the control run with the most steps (or "first",
     "last"), () for no capture; capture_layers: None picks all that fit capture_gib, guard layers
     first. decode_steps: None decodes the largest step count. policy_steps: None uses the largest
-    step count. time_repeats 0 skips timing. accuracy_prompts: None is the whole world.prompt_set()."""
+    step count. time_repeats 0 skips timing. accuracy_prompts: None is the whole world.prompt_set().
+    peers: names from peers.py, each required to run here (`select_peers`); None: DEFAULT_PEERS
+    where they run."""
 
     modes: tuple = MODES
     steps: tuple = DEFAULT_STEPS
@@ -71,9 +78,11 @@ class DriftConfig:
     accuracy: bool = False
     accuracy_prompts: int | None = None
     accuracy_seeds: tuple = DEFAULT_ACCURACY_SEEDS
+    peers: tuple | None = None
 
     def __post_init__(self):
         from .capture import KINDS
+        from .peers import PEER_LABELS, TIMING_ONLY
 
         if not self.modes:
             raise ValueError("modes must name at least one mode")
@@ -108,6 +117,13 @@ class DriftConfig:
             raise ValueError(f"accuracy_prompts must be positive, got {self.accuracy_prompts}")
         if not self.accuracy_seeds:
             raise ValueError("accuracy_seeds must name at least one seed")
+        if self.peers is not None:
+            usable = [n for n in PEER_LABELS if n not in TIMING_ONLY]
+            unknown = [n for n in self.peers if n not in usable]
+            if unknown:
+                raise ValueError(f"peers: unknown {unknown}; known: {', '.join(usable)}")
+            if len(set(self.peers)) != len(self.peers):
+                raise ValueError(f"peers has duplicates: {self.peers}")
 
     @property
     def max_steps(self) -> int:
@@ -125,6 +141,49 @@ class DriftConfig:
         n = self.max_steps
         return sorted({(0 if s == "first" else n - 1) if s in CAPTURE_STEP_WORDS else s % n
                        for s in self.capture_steps})
+
+
+class PeerUnavailable(ValueError):
+    """A peer asked for by name that cannot run here; the message says why."""
+
+
+def select_peers(names, device) -> tuple[dict, dict]:
+    """({name: fn} to run, {name: reason} skipped). names None: DEFAULT_PEERS, each that cannot run
+    on `device` skipped with the reason; names given: one that cannot run raises PeerUnavailable."""
+    from .peers import available_peers
+
+    wanted = DEFAULT_PEERS if names is None else tuple(names)
+    found, missing = available_peers(wanted, device) if wanted else ({}, {})
+    if names is not None and missing:
+        raise PeerUnavailable("; ".join(f"{n} cannot run here: {why}" for n, why in missing.items()))
+    return found, missing
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One attention measured against the control: a mode (policy: wan_fp4.enable over every layer
+    and step) or a peer (peer: a function replacing the calls through the attention tap)."""
+
+    label: str
+    policy: object = None
+    peer: Callable | None = None
+
+    def handlers(self, cross_attention: bool) -> list:
+        """Fresh tap handlers for one run: the peer on self-attention, cross too when asked, as the
+        modes do; none for a mode."""
+        from .capture import KINDS, Replace
+
+        if self.peer is None:
+            return []
+        return [Replace(self.peer, kinds=KINDS if cross_attention else ("self",), name=self.label)]
+
+
+def arms(cfg: DriftConfig, num_layers: int, peers: dict) -> list[Arm]:
+    """The modes of `cfg`, then the peers ({name: fn}) as "peer:<name>"."""
+    from . import policies as P
+
+    return ([Arm(m, policy=P.mode_policy(m, num_layers)) for m in cfg.modes]
+            + [Arm(PEER_PREFIX + n, peer=fn) for n, fn in peers.items()])
 
 
 def tokens(pipe, cfg: DriftConfig) -> int:
@@ -172,13 +231,14 @@ def failed_row(*, exc, **fields) -> dict:
 RUN_ERRORS = (FloatingPointError, RuntimeError, ValueError)
 
 
-def run_modes(pipe, cfg: DriftConfig, bar, plan=None):
-    """One control run and one run per mode for each step count. Returns (runs, frames, controls,
-    capture): `controls` by step count, `capture` the Capture of the largest control run (or None)."""
+def run_modes(pipe, cfg: DriftConfig, bar, plan=None, peers=None):
+    """One control run and one run per mode and peer ({name: fn}) for each step count. Returns
+    (runs, frames, controls, capture): `controls` by step count, `capture` the Capture of the largest
+    control run (or None)."""
     from . import capture as C
     from . import policies as P
 
-    layers = pipe.transformer.config.num_layers
+    measured = arms(cfg, pipe.transformer.config.num_layers, peers or {})
     runs, frames, controls, cap = [], [], {}, None
     for steps in cfg.steps:
         decode = steps in cfg.decode
@@ -190,10 +250,12 @@ def run_modes(pipe, cfg: DriftConfig, bar, plan=None):
             handlers = [cap]
         ctrl = controls[steps] = P.run(pipe, cfg, steps, None, decode=decode, tap_handlers=handlers)
         bar.update()
-        for mode in cfg.modes:
+        for arm in measured:
+            mode = arm.label
             bar.set_postfix_str(f"{steps} steps, {mode}")
             try:
-                r = P.run(pipe, cfg, steps, P.mode_policy(mode, layers), decode=decode)
+                r = P.run(pipe, cfg, steps, arm.policy, decode=decode,
+                          tap_handlers=arm.handlers(cfg.cross_attention))
             except RUN_ERRORS as exc:
                 runs.append(failed_row(steps=steps, mode=mode, exc=exc))
                 bar.update()
@@ -279,22 +341,22 @@ def accuracy_prompts(count: int | None = None) -> list[str]:
     return [prompts[i * len(prompts) // count] for i in range(count)]
 
 
-def prompt_accuracy(pipe, cfg: DriftConfig, progress: bool = True) -> dict:
-    """Per mode: generate every prompt x seed with `wan_fp4.enable(mode)`, read each video back and
-    score colour, shape, direction and all three (`adherence.accuracy`)."""
+def prompt_accuracy(pipe, cfg: DriftConfig, progress: bool = True, peers=None) -> dict:
+    """Per mode and peer ({name: fn}): generate every prompt x seed with it, read each video back
+    and score colour, shape, direction and all three (`adherence.accuracy`)."""
     from tqdm.auto import tqdm
 
-    from .. import processor
+    from . import policies as P
     from .adherence import accuracy, generate_and_read
 
     prompts = accuracy_prompts(cfg.accuracy_prompts)
     out = {"note": ACCURACY_NOTE, "prompts": len(prompts), "seeds": list(cfg.accuracy_seeds),
            "steps": cfg.max_steps, "modes": {}, "videos": {}}
-    total = len(prompts) * len(cfg.accuracy_seeds) * len(cfg.modes)
+    measured = arms(cfg, pipe.transformer.config.num_layers, peers or {})
+    total = len(prompts) * len(cfg.accuracy_seeds) * len(measured)
     with tqdm(total=total, desc="prompt accuracy", unit="video", disable=not progress) as bar:
-        for mode in cfg.modes:
-            bar.set_postfix_str(mode)
-            handle = processor.enable(pipe, mode=mode, cross_attention=cfg.cross_attention)
+        for arm in measured:
+            bar.set_postfix_str(arm.label)
             done = [0]
 
             def advance(n, _total):
@@ -302,34 +364,44 @@ def prompt_accuracy(pipe, cfg: DriftConfig, progress: bool = True) -> dict:
                 done[0] = n
 
             try:
-                rows = generate_and_read(pipe, prompts, cfg.accuracy_seeds, height=cfg.height, width=cfg.width,
-                                         frames=cfg.frames, steps=cfg.max_steps, guidance=cfg.guidance,
-                                         progress=advance)
-            finally:
-                handle.disable()
-            out["modes"][mode] = accuracy(rows)
-            out["videos"][mode] = rows
+                with P.applied(pipe, arm.policy, cfg.cross_attention, arm.handlers(cfg.cross_attention)):
+                    rows = generate_and_read(pipe, prompts, cfg.accuracy_seeds, height=cfg.height,
+                                             width=cfg.width, frames=cfg.frames, steps=cfg.max_steps,
+                                             guidance=cfg.guidance, progress=advance)
+            except RUN_ERRORS as exc:  # as in the runs: NaN and the error, the other rows still come
+                print(f"prompt accuracy of {arm.label} failed: {type(exc).__name__}: {exc}", flush=True)
+                bar.update(len(prompts) * len(cfg.accuracy_seeds) - done[0])
+                out["modes"][arm.label] = {**dict.fromkeys(("colour", "shape", "direction", "all"), math.nan),
+                                           "error": f"{type(exc).__name__}: {exc}"}
+                out["videos"][arm.label] = []
+                continue
+            out["modes"][arm.label] = accuracy(rows)
+            out["videos"][arm.label] = rows
     return out
 
 
 def build_report(pipe, cfg: DriftConfig, *, info, device, dtype: str, command: str,
-                 progress: bool = True) -> dict:
-    """Every part `cfg` asks for, as one JSON-ready dict (NaN where a run failed)."""
+                 progress: bool = True, peers: tuple[dict, dict] | None = None) -> dict:
+    """Every part `cfg` asks for, as one JSON-ready dict (NaN where a run failed). peers: what
+    `select_peers(cfg.peers, device)` returned, when the caller has it already."""
     from tqdm.auto import tqdm
 
     from . import capture as C
     from . import policies as P
     from . import report as R
+    from .peers import PEER_LABELS
 
     started = time.perf_counter()
+    peer_fns, peers_skipped = select_peers(cfg.peers, device) if peers is None else peers
+    labels = {PEER_PREFIX + n: fn for n, fn in peer_fns.items()}
     pipe.set_progress_bar_config(disable=True)  # one bar over all runs instead of one per run
     num_layers = pipe.transformer.config.num_layers
     plan = capture_plan(pipe, cfg)
     policies = P.resolve(cfg.policies, num_layers)
     n_policy_runs = len(policies) + (1 if policies and cfg.policy_step_count not in cfg.steps else 0)
-    with tqdm(total=len(cfg.steps) * (1 + len(cfg.modes)) + n_policy_runs, desc="drift", unit="run",
-              disable=not progress) as bar:
-        runs, frames, controls, cap = run_modes(pipe, cfg, bar, plan)
+    with tqdm(total=len(cfg.steps) * (1 + len(cfg.modes) + len(peer_fns)) + n_policy_runs, desc="drift",
+              unit="run", disable=not progress) as bar:
+        runs, frames, controls, cap = run_modes(pipe, cfg, bar, plan, peer_fns)
         policy_rows = run_policies(pipe, cfg, policies, controls, bar) if policies else []
     controls.clear()
 
@@ -339,7 +411,7 @@ def build_report(pipe, cfg: DriftConfig, *, info, device, dtype: str, command: s
                             captured=len(cap.records), bytes=cap.nbytes, skipped=cap.skipped,
                             budget_gib=cfg.capture_gib)
         layer_errors = C.attention_errors(cap.records, list(cfg.modes), device=device, rows=cfg.capture_rows,
-                                          progress=progress)
+                                          peers=labels, progress=progress)
         cap.records.clear()
 
     speed, mode_speed = None, []
@@ -358,7 +430,7 @@ def build_report(pipe, cfg: DriftConfig, *, info, device, dtype: str, command: s
                                "rel_l2": d["rel_l2"] if d else None, "cosine": d["cosine"] if d else None,
                                **speed["policies"].get(f"mode:{m}", {})})
 
-    acc = prompt_accuracy(pipe, cfg, progress) if cfg.accuracy else None
+    acc = prompt_accuracy(pipe, cfg, progress, peer_fns) if cfg.accuracy else None
 
     return {
         "schema": "wan-fp4/drift/2", "smoke_test": info.synthetic,
@@ -372,6 +444,8 @@ def build_report(pipe, cfg: DriftConfig, *, info, device, dtype: str, command: s
                      "dtype": dtype, "cross_attention": cfg.cross_attention,
                      "sampler": type(pipe.scheduler).__name__, "policy_steps": cfg.policy_step_count,
                      "decode_steps": sorted(cfg.decode)},
+        "peers": {"run": {PEER_PREFIX + n: PEER_LABELS[n] for n in peer_fns}, "skipped": peers_skipped,
+                  "kinds": ["self", "cross"] if cfg.cross_attention else ["self"]},
         "runs": runs, "frames": frames, "layer_errors": layer_errors, "capture": capture_info,
         "policies": policy_rows, "mode_speed": mode_speed, "speed": speed, "accuracy": acc,
         "command": command, "environment": R.environment(device), "created": R.timestamp(),

@@ -108,7 +108,8 @@ def drift_markdown(report: dict) -> str:
               f"({s['tokens']} self-attention tokens), sampler {s['sampler']}, dtype {s['dtype']}, "
               f"cross-attention low precision: {s['cross_attention']}",
               f"- created {report['created']} on {env['device']} ({env.get('device_name')})"
-              + (f" in {report['seconds']:.0f} s" if "seconds" in report else ""), "",
+              + (f" in {report['seconds']:.0f} s" if "seconds" in report else ""),
+              *_peer_lines(report.get("peers")), "",
               "## Final latent vs the control", "",
               "Each step count is a separate run from the same seed. Cosine similarity and relative L2 = "
               "||x - ref|| / ||ref||, float64.", "",
@@ -140,6 +141,20 @@ def drift_markdown(report: dict) -> str:
     return "\n".join(lines)
 
 
+def _peer_lines(peers) -> list[str]:
+    """The settings lines on peers: which ran (and on which calls), which were skipped and why."""
+    if not peers:
+        return []
+    lines = []
+    if peers["run"]:
+        ran = "; ".join(f"`{label}` {what}" for label, what in peers["run"].items())
+        lines.append(f"- peers (attention kernels that are not wan_fp4's, measured like a mode on the stock "
+                     f"processors' {' and '.join(peers['kinds'])}-attention calls): {ran}")
+    if peers["skipped"]:
+        lines.append("- peers skipped: " + "; ".join(f"{n} ({why})" for n, why in peers["skipped"].items()))
+    return lines
+
+
 def drift_summary(report: dict) -> str:
     """A few lines for the terminal: final-latent drift per run and per policy."""
     lines = [f"{'steps':>5} {'mode':<14} {'cosine':>12} {'rel-L2':>10}"]
@@ -151,6 +166,8 @@ def drift_summary(report: dict) -> str:
         lines.append(f"policy {r['policy']:<40} speed-up {up:>7}  rel-L2 {fmt(r.get('rel_l2'))}")
     for mode, a in ((report.get("accuracy") or {}).get("modes") or {}).items():
         lines.append(f"prompt accuracy {mode:<14} all three {fmt(a['all'], 3)}")
+    for name, why in ((report.get("peers") or {}).get("skipped") or {}).items():
+        lines.append(f"peer {name} skipped: {why}")
     if not timed:
         lines.append(CPU_TIMING_NOTE)
     if report["smoke_test"]:
@@ -189,7 +206,8 @@ def _policy_section(report, timed: bool) -> list[str]:
                   f"ms, attention {fmt(100 * sp['stock_attention_share'], 3)}% of it), the others the policy's "
                   "forward."]
     lines += ["Drift: final latent of a run of the listed step count vs the control (`mode:` rows: the plain "
-              "modes).", "", "| policy | forward ms | speed-up vs stock | drift steps | cosine | rel. L2 |",
+              "modes)." + (" Peers are not timed here (`wan-fp4 bench e2e` times them)."
+                           if (report.get("peers") or {}).get("run") else ""), "", "| policy | forward ms | speed-up vs stock | drift steps | cosine | rel. L2 |",
               "|---|---:|---:|---:|---:|---:|"]
     for r in report["mode_speed"] + report["policies"]:
         ms, up = (fmt(r.get("forward_ms")), fmt(r.get("speedup_vs_stock"), 3)) if timed else ("n/a", "n/a")
@@ -205,7 +223,8 @@ def _accuracy_section(acc) -> list[str]:
     for mode, a in acc["modes"].items():
         lines.append(f"| {mode} | {fmt(a['colour'], 3)} | {fmt(a['shape'], 3)} | {fmt(a['direction'], 3)} | "
                      f"{fmt(a['all'], 3)} |")
-    return lines + [""]
+    failed = [f"{mode}: {a['error']}" for mode, a in acc["modes"].items() if a.get("error")]
+    return lines + ([""] + [f"Failed: {'; '.join(failed)}"] if failed else []) + [""]
 
 
 def _plt():
