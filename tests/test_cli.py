@@ -12,6 +12,7 @@ from wan_fp4 import cli
 from wan_fp4.pipelines import DEFAULTS_FILE, build_tiny_pipeline, read_video, write_defaults
 
 SMALL = ["--height", "32", "--width", "48", "--frames", "9", "--steps", "2"]
+RANDOM = ["--model", "tiny-random"]  # random weights: built in a second, no shipped weights needed
 
 
 def _usage_error(capsys, argv):
@@ -25,7 +26,8 @@ def _usage_error(capsys, argv):
 @pytest.mark.parametrize("mode", ["bf16", "direct-p"])
 def test_generate_writes_mp4_in_process(tmp_path, capsys, mode):
     out = tmp_path / "video.mp4"
-    assert cli.main(["generate", "--prompt", "a cat dances", "--attention", mode, "--out", str(out), *SMALL]) == 0
+    assert cli.main(["generate", "--prompt", "a cat dances", "--attention", mode, "--out", str(out), *RANDOM,
+                     *SMALL]) == 0
     frames = read_video(out)
     assert frames.shape == (9, 32, 48, 3)
     assert frames.std() > 0  # not a blank video
@@ -46,9 +48,12 @@ def test_generate_console_script(tmp_path):
     if exe is None:
         pytest.skip("the wan-fp4 console script is not installed (pip install -e .)")
     out = tmp_path / "script.mp4"
-    env = dict(os.environ, HF_HUB_OFFLINE="1")
-    proc = subprocess.run([exe, "generate", "--prompt", "a red car", "--attention", "direct-p", "--out", str(out),
-                           "--height", "48", "--width", "32", "--frames", "5", "--steps", "2", "--fps", "4"],
+    # this checkout's package, whichever tree the script was installed from
+    path = [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=os.pathsep.join(filter(None, path)))
+    proc = subprocess.run([exe, "generate", *RANDOM, "--prompt", "a red car", "--attention", "direct-p",
+                           "--out", str(out), "--height", "48", "--width", "32", "--frames", "5", "--steps", "2",
+                           "--fps", "4"],
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert read_video(out).shape == (5, 48, 32, 3)
@@ -199,3 +204,49 @@ def test_generate_checks_the_output_path_before_running(tmp_path, capsys, monkey
     monkeypatch.setattr(cli, "_load", lambda *a, **k: pytest.fail("the model was loaded"), raising=False)
     err = _usage_error(capsys, ["generate", "--prompt", "a cat", "--out", str(tmp_path / "video"), *SMALL])
     assert "--out must be a video file" in err
+
+
+def test_default_model_is_the_trained_one_and_says_when_its_weights_are_missing(tmp_path, capsys, monkeypatch):
+    from wan_fp4.pipelines import trained
+
+    weights = tmp_path / "site-packages" / "weights"
+    monkeypatch.setattr(trained, "WEIGHTS_DIR", weights)
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["generate", "--prompt", "a red ball moving right", "--device", "cpu",
+                  "--out", str(tmp_path / "v.mp4")])
+    assert exc.value.code == 2
+    printed, err = capsys.readouterr()
+    assert "--model: model 'tiny'" in err and str(weights) in err and "reinstall" in err
+    assert "model: tiny (embedded small Wan2.1-architecture model" in printed
+    d = trained.DEFAULTS
+    assert f"resolved: {d['height']}x{d['width']}, {d['frames']} frames, {d['steps']} steps" in printed
+    assert not (tmp_path / "v.mp4").exists()
+
+
+def test_drift_accuracy_auto_is_on_for_the_trained_model_only(tmp_path, monkeypatch):
+    from wan_fp4.eval import drift as D
+    from wan_fp4.pipelines import trained
+
+    class Planned(Exception):
+        pass
+
+    def capture(pipe, cfg, **kwargs):
+        raise Planned(cfg.accuracy)
+
+    weights = tmp_path / "weights"
+    weights.mkdir()
+    (weights / "model_index.json").write_text("{}")  # never loaded: _load is replaced
+    monkeypatch.setattr(trained, "WEIGHTS_DIR", weights)
+    monkeypatch.setattr(cli, "_resolve", lambda args, parser, defaults: None)
+    monkeypatch.setattr(cli, "_load", lambda *a: object())
+    monkeypatch.setattr(D, "build_report", capture)
+
+    def accuracy(*argv):
+        with pytest.raises(Planned) as planned:
+            cli.main(["drift", "--device", "cpu", "--out", str(tmp_path / "r"), *argv])
+        return planned.value.args[0]
+
+    assert accuracy() is True and accuracy("--model", "tiny") is True
+    assert accuracy("--model", str(weights)) is True
+    assert accuracy("--model", "tiny-random") is False and accuracy("--model", str(tmp_path)) is False
+    assert accuracy("--accuracy", "off") is False and accuracy("--model", "tiny-random", "--accuracy", "on") is True

@@ -74,9 +74,9 @@ def test_config_capture_steps_resolve_against_the_longest_run():
 def test_drift_cli_on_tiny_writes_consistent_report(tmp_path, capsys):
     out = tmp_path / "report"
     # only the latent part: each other part is switched off by its flag
-    argv = ["drift", "--modes", ",".join(MODES), "--steps", "1,3", "--height", "32", "--width", "32",
-            "--frames", "5", "--policies", "none", "--capture-steps", "none", "--decode-steps", "none",
-            "--time-repeats", "0", "--out", str(out)]
+    argv = ["drift", "--model", "tiny-random", "--modes", ",".join(MODES), "--steps", "1,3", "--height", "32",
+            "--width", "32", "--frames", "5", "--policies", "none", "--capture-steps", "none",
+            "--decode-steps", "none", "--time-repeats", "0", "--out", str(out)]
     assert cli.main(argv) == 0
     assert "SMOKE TEST" in capsys.readouterr().out
     data = json.loads((out / "drift.json").read_text())
@@ -156,11 +156,11 @@ def test_report_writes_nonfinite_as_null(tmp_path):
 
 
 def test_prompt_accuracy_section_on_tiny(tmp_path):
-    # Plumbing only: the tiny model has random weights, so the accuracies themselves are noise.
+    # Plumbing only: tiny-random has random weights, so the accuracies themselves are noise.
     out = tmp_path / "acc"
-    argv = ["drift", "--steps", "1", "--height", "32", "--width", "32", "--frames", "5", "--policies", "none",
-            "--capture-steps", "none", "--decode-steps", "none", "--time-repeats", "0", "--accuracy", "on",
-            "--accuracy-prompts", "2", "--accuracy-seeds", "0", "--out", str(out)]
+    argv = ["drift", "--model", "tiny-random", "--steps", "1", "--height", "32", "--width", "32", "--frames", "5",
+            "--policies", "none", "--capture-steps", "none", "--decode-steps", "none", "--time-repeats", "0",
+            "--accuracy", "on", "--accuracy-prompts", "2", "--accuracy-seeds", "0", "--out", str(out)]
     assert cli.main(argv) == 0
     acc = json.loads((out / "drift.json").read_text())["accuracy"]
     md = (out / "drift.md").read_text()
@@ -188,8 +188,9 @@ def test_accuracy_defaults_on_only_for_the_trained_model(tmp_path, monkeypatch):
 
     weights = tmp_path / "weights"
     monkeypatch.setattr(trained, "WEIGHTS_DIR", weights)
-    assert trained.is_trained_model(str(weights)) is False  # weights not shipped: no error, just off
+    # weights not shipped: no error, just off
+    assert trained.is_trained_model(str(weights)) is False and trained.is_trained_model("tiny") is False
     weights.mkdir()
     (weights / "model_index.json").write_text("{}")
-    assert trained.is_trained_model(str(weights)) is True
-    assert trained.is_trained_model(str(tmp_path)) is False and trained.is_trained_model("tiny") is False
+    assert trained.is_trained_model(str(weights)) is True and trained.is_trained_model("tiny") is True
+    assert trained.is_trained_model(str(tmp_path)) is False and trained.is_trained_model("tiny-random") is False

@@ -1,4 +1,4 @@
-"""Capturing attention inputs from the tiny transformer and measuring per-layer error."""
+"""Capturing attention inputs from the tiny-random transformer and measuring per-layer error."""
 import math
 
 import pytest
@@ -11,7 +11,7 @@ from wan_fp4.eval import capture as C
 def pipe():
     from wan_fp4.pipelines import load_pipeline
 
-    p = load_pipeline("tiny", "cpu", torch.float32)
+    p = load_pipeline("tiny-random", "cpu", torch.float32)
     p.set_progress_bar_config(disable=True)
     return p
 

@@ -1,5 +1,5 @@
 """The latency tool's compiled timings, whole-video breakdown and opt-in stacks, on the CPU with the
-tiny model (wall clock: the code path, not figures)."""
+tiny-random model (wall clock: the code path, not figures)."""
 import json
 import sys
 import types
@@ -14,7 +14,7 @@ from wan_fp4.eval.compiled import CompileSettings
 
 def test_compile_times_variants_eager_and_compiled_with_both_ratios(tmp_path, capsys):
     out = tmp_path / "lat.json"
-    rc = L.main(["--model", "tiny", "--height", "32", "--width", "32", "--frames", "5", "--warmup", "0",
+    rc = L.main(["--model", "tiny-random", "--height", "32", "--width", "32", "--frames", "5", "--warmup", "0",
                  "--repeats", "1", "--modes", "bf16,direct-p,direct-p+float8-linears,cudnn-fp8", "--compile",
                  "--compile-scope", "blocks", "--pipeline-steps", "1", "--steps", "3", "--json", str(out),
                  "--no-progress"])

@@ -1,4 +1,4 @@
-"""The full drift report end to end on the tiny model (CPU, 1-2 steps), through scripts/drift_report.py,
+"""The full drift report end to end on the tiny-random model (CPU, 1-2 steps), through scripts/drift_report.py,
 the thin entry point over `wan-fp4 drift`."""
 import importlib.util
 import json
@@ -18,7 +18,7 @@ def _load():
 
 def test_tiny_report_has_every_part_and_the_label(tmp_path):
     out = tmp_path / "rep"
-    rc = _load().main(["--model", "tiny", "--height", "32", "--width", "32", "--frames", "5", "--steps", "1,2",
+    rc = _load().main(["--model", "tiny-random", "--height", "32", "--width", "32", "--frames", "5", "--steps", "1,2",
                        "--modes", "bf16,direct-p", "--policies", "direct-p+bf16-first-last", "--policy-steps", "3",
                        "--time-repeats", "1", "--capture-rows", "4", "--out", str(out)])
     assert rc == 0
@@ -27,7 +27,7 @@ def test_tiny_report_has_every_part_and_the_label(tmp_path):
     d = json.loads((out / "drift.json").read_text())
     md = (out / "drift.md").read_text()
     assert d["smoke_test"] is True and "SMOKE TEST" in d["label"] and "SMOKE TEST" in md
-    assert d["command"].startswith("wan-fp4 drift --model tiny") and d["environment"]["device"] == "cpu"
+    assert d["command"].startswith("wan-fp4 drift --model tiny-random") and d["environment"]["device"] == "cpu"
     runs = {(r["steps"], r["mode"]): r for r in d["runs"]}
     assert set(runs) == {(1, "bf16"), (1, "direct-p"), (2, "bf16"), (2, "direct-p")}
     assert runs[(2, "bf16")]["rel_l2"] == 0.0  # our bf16 processor reproduces stock exactly
@@ -51,8 +51,8 @@ def test_tiny_report_has_every_part_and_the_label(tmp_path):
 def test_bad_arguments_name_the_flag(tmp_path, capsys):
     mod = _load()
     with pytest.raises(SystemExit):
-        mod.main(["--model", "tiny", "--steps", "0", "--out", str(tmp_path)])
+        mod.main(["--model", "tiny-random", "--steps", "0", "--out", str(tmp_path)])
     assert "--steps" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        mod.main(["--model", "tiny", "--modes", "fp16", "--out", str(tmp_path)])
+        mod.main(["--model", "tiny-random", "--modes", "fp16", "--out", str(tmp_path)])
     assert "--modes" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""The latency code path on CPU (wall-clock fallback) with the tiny model."""
+"""The latency code path on CPU (wall-clock fallback) with the tiny-random model."""
 import json
 
 import pytest
@@ -10,7 +10,7 @@ from wan_fp4.eval import policies as P
 
 def test_main_writes_json_and_table_with_skips(tmp_path, capsys):
     out = tmp_path / "lat.json"
-    rc = L.main(["--model", "tiny", "--height", "32", "--width", "32", "--frames", "5", "--warmup", "0",
+    rc = L.main(["--model", "tiny-random", "--height", "32", "--width", "32", "--frames", "5", "--warmup", "0",
                  "--repeats", "1", "--modes", "bf16,direct-p,cudnn-fp8,bf16-fa4", "--policies",
                  "direct-p+bf16-first-last", "--steps", "10", "--json", str(out), "--no-progress"])
     assert rc == 0
@@ -37,7 +37,7 @@ def test_main_writes_json_and_table_with_skips(tmp_path, capsys):
 
 def test_budget_skips_slow_variants(tmp_path):
     out = tmp_path / "lat.json"
-    L.main(["--model", "tiny", "--height", "32", "--width", "32", "--frames", "5", "--warmup", "0",
+    L.main(["--model", "tiny-random", "--height", "32", "--width", "32", "--frames", "5", "--warmup", "0",
             "--repeats", "1", "--modes", "bf16-sdpa,direct-p", "--budget-s", "0", "--json", str(out),
             "--no-progress"])
     d = json.loads(out.read_text())

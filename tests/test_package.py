@@ -92,3 +92,35 @@ def test_comments_cite_only_files_in_the_repo():
                    if p.is_file() and p != here and p.relative_to(ROOT).as_posix() not in pending
                    for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line))
     assert cited == [], "cite docs/ARCHITECTURE.md or docs/NUMERICS.md, or state the fact"
+
+
+def test_package_data_ships_the_embedded_models_files(tmp_path, monkeypatch):
+    """setuptools' own build_py, on this pyproject.toml, picks up every file that the export of the
+    embedded model writes (save_pretrained's layout plus its defaults), wherever it is saved."""
+    import os
+    import shutil
+
+    from setuptools import Distribution
+    from setuptools.config.pyprojecttoml import apply_configuration
+
+    from wan_fp4.pipelines import build_tiny_pipeline, trained, training
+
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    for package in ("wan_fp4", "wan_fp4/kernels", "wan_fp4/pipelines"):
+        (tmp_path / package).mkdir(parents=True, exist_ok=True)
+        (tmp_path / package / "__init__.py").touch()
+    weights = trained.WEIGHTS_DIR.relative_to(ROOT / "wan_fp4" / "pipelines")
+    export = training.save_pipeline(build_tiny_pipeline(), tmp_path / "wan_fp4" / "pipelines" / weights)
+    written = {p.relative_to(export).as_posix() for p in export.rglob("*") if p.is_file()}
+    assert {"model_index.json", "wan_fp4_defaults.json", "transformer/config.json",
+            "scheduler/scheduler_config.json"} <= written
+    assert any(name.endswith(".safetensors") for name in written)
+
+    monkeypatch.chdir(tmp_path)
+    dist = apply_configuration(Distribution({"script_name": "setup.py"}), "pyproject.toml")
+    build_py = dist.get_command_obj("build_py")
+    build_py.ensure_finalized()
+    shipped = {Path(os.path.join(src, name)).resolve() for _, src, _, names in build_py.data_files for name in names}
+    missing = sorted(name for name in written if (export / name).resolve() not in shipped)
+    assert missing == [], "add globs for these to [tool.setuptools.package-data] in pyproject.toml"

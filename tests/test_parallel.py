@@ -39,7 +39,7 @@ def _worker(rank, world, port, argv):
 
 def _run(tmp_path, world, extra):
     out = tmp_path / "parallel.json"
-    argv = ["--model", "tiny", "--device", "cpu", "--height", "64", "--width", "64", "--frames", "5",
+    argv = ["--model", "tiny-random", "--device", "cpu", "--height", "64", "--width", "64", "--frames", "5",
             "--modes", ",".join(MODES), "--warmup", "0", "--reps", "1", "--json", str(out)] + extra
     mp.spawn(_worker, args=(world, _free_port(), argv), nprocs=world, join=True)
     return json.loads(out.read_text())

@@ -1,4 +1,5 @@
-"""The embedded tiny pipeline, local-directory loading, the model registry and video export."""
+"""The embedded pipelines (tiny-random built from code, tiny the trained model loaded from its shipped
+directory), local-directory loading, the model registry and video export."""
 import json
 import os
 import subprocess
@@ -10,7 +11,7 @@ import pytest
 import torch
 
 from wan_fp4.pipelines import (MODELS, ModelError, ModelSpec, build_tiny_pipeline, export_video, load_pipeline,
-                               model_info, read_video, register_model, write_defaults)
+                               model_info, read_video, register_model, trained, write_defaults)
 from wan_fp4.pipelines.tiny import TINY_HEAD_DIM
 
 RUN = dict(prompt="a cat dances", negative_prompt="blurry", height=32, width=48, num_frames=5,
@@ -94,9 +95,73 @@ def test_save_then_load_pipeline_gives_identical_latents(tmp_path, dtype):
     assert not torch.equal(a, _latents(built, seed=2))  # the comparison can see a difference
 
 
-def test_load_pipeline_tiny_by_name():
-    pipe = load_pipeline("tiny", "cpu", torch.float32)
+def test_load_pipeline_tiny_random_by_name():
+    pipe = load_pipeline("tiny-random", "cpu", torch.float32)
     assert torch.equal(_latents(pipe), _latents(build_tiny_pipeline()))
+    info = model_info("tiny-random")
+    assert info.synthetic and "random weights" in info.description and info.defaults["height"] == 64
+
+
+def test_tiny_is_the_trained_model_loaded_from_its_directory(saved_tiny, monkeypatch):
+    # Any saved pipeline stands in for the shipped weights: "tiny" loads whatever trained_dir() holds,
+    # the way a local directory loads (VAE in float32, weights out of the memory map on CPU).
+    info = model_info("tiny")
+    assert not info.synthetic and info.defaults == trained.DEFAULTS
+    assert "trained by wan-fp4" in info.description and "world.py" in info.description
+    monkeypatch.setattr(trained, "WEIGHTS_DIR", saved_tiny)
+    pipe = load_pipeline("tiny", "cpu", torch.bfloat16)
+    assert pipe.vae.dtype == torch.float32 and pipe.transformer.dtype == torch.bfloat16
+    assert torch.equal(_latents(pipe), _latents(build_tiny_pipeline(dtype=torch.bfloat16)))
+    assert trained.is_trained_model("tiny") and trained.is_trained_model(str(saved_tiny))
+    assert not trained.is_trained_model("tiny-random")
+
+
+def test_tiny_without_its_weights_names_the_directory(tmp_path, monkeypatch):
+    missing = tmp_path / "weights" / "tiny"
+    monkeypatch.setattr(trained, "WEIGHTS_DIR", missing)
+    with pytest.raises(ModelError, match="reinstall") as err:
+        load_pipeline("tiny", "cpu")
+    assert str(missing) in str(err.value) and "'tiny'" in str(err.value)
+    assert not trained.is_trained_model("tiny")
+
+
+SHIPPED = (trained.WEIGHTS_DIR / "model_index.json").is_file()
+needs_weights = pytest.mark.skipif(not SHIPPED, reason=f"the trained weights are not in {trained.WEIGHTS_DIR} "
+                                                       "(they are added to the repository separately)")
+
+
+@needs_weights
+def test_shipped_weights_load_by_name_and_by_path_alike():
+    by_name = load_pipeline("tiny", "cpu", torch.float32)
+    by_path = load_pipeline(str(trained.WEIGHTS_DIR), "cpu", torch.float32)
+    config = by_name.transformer.config
+    assert (config.num_layers, config.attention_head_dim) == (trained.TRANSFORMER["num_layers"],
+                                                              trained.TRANSFORMER["attention_head_dim"])
+    assert torch.equal(_latents(by_name), _latents(by_path))
+    assert model_info(str(trained.WEIGHTS_DIR)).defaults == model_info("tiny").defaults == trained.DEFAULTS
+
+
+@needs_weights
+def test_shipped_weights_run_with_network_blocked():
+    code = textwrap.dedent("""
+        import socket
+        def refuse(*a, **k):
+            raise RuntimeError("network access attempted")
+        socket.socket.connect = refuse
+        socket.create_connection = refuse
+        import torch
+        from wan_fp4.pipelines import load_pipeline
+        pipe = load_pipeline("tiny", "cpu", torch.float32)
+        pipe.set_progress_bar_config(disable=True)
+        out = pipe(prompt="a red ball moving right", height=32, width=32, num_frames=5, num_inference_steps=2,
+                   generator=torch.Generator().manual_seed(0), output_type="np").frames
+        assert out.shape == (1, 5, 32, 32, 3) and 0.0 <= out.min() and out.max() <= 1.0, (out.shape, out.min())
+        print("OK")
+    """)
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "OK" in proc.stdout
 
 
 def test_load_pipeline_rejects_missing_path_and_lists_names(tmp_path):

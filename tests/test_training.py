@@ -77,3 +77,11 @@ def test_every_stage_runs_resumes_and_exports(tmp_path):
     subprocess.run([sys.executable, str(ROOT / "scripts" / "train_tiny.py"), "--plot", str(out / "history.json")],
                    check=True, cwd=ROOT, capture_output=True)
     assert (out / "losses.png").stat().st_size > 0
+
+
+def test_export_carries_the_command_lines_defaults(tmp_path):
+    from wan_fp4.pipelines import build_tiny_pipeline, model_info
+
+    export = training.save_pipeline(build_tiny_pipeline(), tmp_path / "export")
+    info = model_info(str(export))
+    assert info.defaults == trained.DEFAULTS and not info.synthetic

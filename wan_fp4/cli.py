@@ -6,8 +6,9 @@
                   [--accuracy auto] ...
     wan-fp4 bench attention|e2e [ARGS...]    (CUDA GPU; see wan_fp4.eval.latency)
 
-Nothing is ever downloaded: --model is a registered name (`tiny`, the embedded smoke model, is the
-default) or a local diffusers Wan2.1 directory.
+Nothing is ever downloaded: --model is a registered name or a local diffusers Wan2.1 directory. The
+default, `tiny`, is the embedded model trained on wan-fp4's procedural world of coloured balls and
+squares; `tiny-random` is a random-weight pipeline for smoke tests.
 
 Nothing heavy is imported before the arguments are checked: `--help` and argument errors cost no
 torch or diffusers import.
@@ -24,8 +25,8 @@ from pathlib import Path
 
 # Defaults for real Wan2.1 checkpoints: the pipeline's own for generate; for drift the paper's
 # protocol geometry, 512x768 and 17 frames (7,680 tokens).
-# A model may override them: a registered one in its ModelSpec (the tiny model uses small geometry
-# so it runs in seconds), a local directory in its wan_fp4_defaults.json (pipelines.write_defaults).
+# A model may override them: a registered one in its ModelSpec (the embedded models use the small
+# geometry they were made for), a local directory in its wan_fp4_defaults.json (pipelines.write_defaults).
 GENERATE_DEFAULTS = {"height": 480, "width": 832, "frames": 81, "steps": 50}
 DRIFT_DEFAULTS = {"height": 512, "width": 768, "frames": 17}
 DTYPES = ("bfloat16", "float16", "float32")
@@ -125,12 +126,13 @@ def _add_common(p, *, modes_help):
 
     p.add_argument("--model", default="tiny",
                    help="registered model name or local diffusers Wan2.1 directory (default: tiny, the "
-                        "embedded smoke model with random weights)")
+                        "embedded model trained on the procedural world of coloured balls and squares; "
+                        "tiny-random: random weights, a smoke model)")
     p.add_argument("--prompt", help="text prompt")
     p.add_argument("--negative-prompt", default="", help="negative prompt (default: empty)")
-    p.add_argument("--height", type=int, help="pixels, multiple of 16 (default: the model's; tiny 64)")
-    p.add_argument("--width", type=int, help="pixels, multiple of 16 (default: the model's; tiny 64)")
-    p.add_argument("--frames", type=int, help="frame count, 4k+1 (default: the model's; tiny 17)")
+    p.add_argument("--height", type=int, help="pixels, multiple of 16 (default: the model's)")
+    p.add_argument("--width", type=int, help="pixels, multiple of 16 (default: the model's)")
+    p.add_argument("--frames", type=int, help="frame count, 4k+1 (default: the model's)")
     p.add_argument("--guidance", type=_guidance, default=5.0,
                    help="classifier-free guidance scale, >= 0 (default 5.0)")
     p.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
@@ -151,7 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(g, modes_help="bf16 is exact attention (the control).")
     g.add_argument("--attention", default="direct-p", metavar="MODE",
                    help=f"self-attention mode, one of {', '.join(MODES)} (default direct-p)")
-    g.add_argument("--steps", type=_positive_int, help="denoising steps (default: per model; tiny 8, real 50)")
+    g.add_argument("--steps", type=_positive_int,
+                   help="denoising steps (default: the model's; 50 for a Wan2.1 directory)")
     g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     g.add_argument("--fps", type=_positive_int, default=16, help="frames per second of the mp4 (default 16)")
     g.add_argument("--out", required=True, help="output video path (.mp4)")
@@ -259,13 +262,16 @@ def _resolve(args, parser, base_defaults):
     return info
 
 
-def _load(args, info, device):
+def _load(args, parser, info, device):
     import torch
 
-    from .pipelines import load_pipeline
+    from .pipelines import ModelError, load_pipeline
 
     print(f"model: {info.name} ({info.description})", flush=True)
-    return load_pipeline(args.model, device, getattr(torch, args.dtype))
+    try:
+        return load_pipeline(args.model, device, getattr(torch, args.dtype))
+    except ModelError as exc:  # e.g. the embedded model's weights missing from this install
+        parser.error(f"--model: {exc}")
 
 
 @contextlib.contextmanager
@@ -325,7 +331,7 @@ def cmd_generate(args, parser, argv) -> int:
     from . import processor
     from .pipelines import export_video, read_video
 
-    pipe = _load(args, info, device)
+    pipe = _load(args, parser, info, device)
     handle = processor.enable(pipe, mode=args.attention, cross_attention=args.cross_attention)
     try:
         with _vae_decode_progress(pipe.vae):
@@ -376,7 +382,7 @@ def cmd_drift(args, parser, argv) -> int:
         peers = D.select_peers(cfg.peers, device)
     except D.PeerUnavailable as exc:
         parser.error(f"--peers: {exc} (leave it out, or --peers none)")
-    pipe = _load(args, info, device)
+    pipe = _load(args, parser, info, device)
     try:
         report = D.build_report(pipe, cfg, info=info, device=device, dtype=args.dtype, command=_command(argv),
                                 peers=peers)

@@ -268,8 +268,8 @@ def build_parser() -> argparse.ArgumentParser:
         "Per-forward latency of a Wan2.1 transformer for each attention mode and control at real shapes, "
         "with CUDA events after warm-up; per-call attention times; speed-up vs stock diffusers BF16."))
     p.add_argument("--model", default="random:14b",
-                   help="random:1.3b | random:14b (real architecture, random weights) | tiny | PATH to a local "
-                        "diffusers Wan2.1 pipeline (default random:14b)")
+                   help="random:1.3b | random:14b (real architecture, random weights) | tiny (the embedded trained "
+                        "model) | tiny-random | PATH to a local diffusers Wan2.1 pipeline (default random:14b)")
     p.add_argument("--height", type=int, default=720, help="pixels, multiple of 16 (default 720)")
     p.add_argument("--width", type=int, default=1280, help="pixels, multiple of 16 (default 1280)")
     p.add_argument("--frames", type=int, default=81, help="frames, 4k+1 (default 81)")

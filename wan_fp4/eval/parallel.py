@@ -12,8 +12,8 @@ each mode again; rank 0 compares the output with its 1-device output of the same
 the speed-up t1 / tN, the efficiency t1 / (N * tN) and the relative L2 difference. The 1-device
 run is shared by all layouts of one launch (`--layouts 4x1,2x2,1x4`).
 
-Entry point: `main(argv)` (`scripts/bench_parallel.py`, under torchrun). `--model tiny --device
-cpu` runs the same code on CPU processes (gloo): that is how CI checks the plumbing.
+Entry point: `main(argv)` (`scripts/bench_parallel.py`, under torchrun). `--model tiny-random
+--device cpu` runs the same code on CPU processes (gloo): that is how CI checks the plumbing.
 """
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ def check_layout(layout: Layout, heads: int, tokens: int) -> None:
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(prog="bench_parallel.py", description=__doc__.splitlines()[0])
-    ap.add_argument("--model", choices=["1.3b", "14b", "tiny"], default="14b")
+    ap.add_argument("--model", choices=["1.3b", "14b", "tiny-random"], default="14b")
     ap.add_argument("--height", type=int, default=720)
     ap.add_argument("--width", type=int, default=1280)
     ap.add_argument("--frames", type=int, default=81)
@@ -220,10 +220,10 @@ def run(args) -> int:
         layouts = resolve_layouts(args, world)
     except LayoutError as exc:
         return _refuse(rank, exc)
-    config = TINY if args.model == "tiny" else CONFIGS[args.model]
+    config = TINY if args.model == "tiny-random" else CONFIGS[args.model]
     dtype = torch.float32 if device.type == "cpu" else torch.bfloat16
     transformer = build_random_transformer(config, device=device, dtype=dtype, seed=0)
-    geom = Geometry(args.height, args.width, args.frames, text_tokens=16 if args.model == "tiny" else 512)
+    geom = Geometry(args.height, args.width, args.frames, text_tokens=16 if args.model == "tiny-random" else 512)
     inputs = make_inputs(transformer, geom, device, seed=1)
     tokens = geom.tokens(transformer)
     try:

@@ -1,4 +1,5 @@
-"""Pipelines: the embedded tiny Wan pipeline, local-weights loading, and video export."""
+"""Pipelines: the embedded models ("tiny", trained; "tiny-random", built from code), local-weights
+loading, and video export."""
 from .registry import (DEFAULTS_FILE, MODELS, WAN_PIPELINE_CLASSES, ModelError, ModelInfo, ModelSpec,
                        load_pipeline, model_info, register_model, registered_models, write_defaults)
 from .tiny import build_tiny_pipeline

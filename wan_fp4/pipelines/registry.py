@@ -1,5 +1,9 @@
 """Named models and local-path loading: `load_pipeline("tiny" | NAME | PATH, device, dtype)`.
 
+"tiny" is the embedded trained model (its weights ship in the package, loaded like any local
+directory); "tiny-random" is a pipeline of the same kind of classes with random weights, built from
+code in a second, for smoke tests.
+
 Names live in a small registry so other modules can add builders (e.g. `random:1.3b` in
 `wan_fp4/pipelines/random.py`) without touching this file: they call `register_model` at import,
 and the modules listed in `_BUILDER_MODULES` are imported the first time a name is looked up.
@@ -14,6 +18,8 @@ from typing import Callable
 
 import torch
 
+from . import trained
+
 # Modules that register builders when imported; a module that does not exist yet is skipped.
 _BUILDER_MODULES = ("wan_fp4.pipelines.random",)
 _loaded_builders = False
@@ -21,7 +27,7 @@ _loaded_builders = False
 # Pipeline classes `load_pipeline` accepts from a local directory (text-to-video Wan2.1).
 WAN_PIPELINE_CLASSES = ("WanPipeline",)
 # Optional file in a local pipeline directory: the command line's defaults for that model (a
-# saved tiny model is 64x64, not 480x832). Written by `write_defaults`.
+# saved small model is 128x128, not 480x832). Written by `write_defaults`.
 DEFAULTS_FILE = "wan_fp4_defaults.json"
 DEFAULT_KEYS = ("height", "width", "frames", "steps")
 
@@ -134,7 +140,8 @@ def write_defaults(path, **defaults) -> Path:
 
 
 def load_pipeline(model: str, device: str | torch.device = "cpu", dtype: torch.dtype = torch.bfloat16):
-    """A WanPipeline on `device`: a registered name (e.g. "tiny") or a local diffusers directory.
+    """A WanPipeline on `device`: a registered name (e.g. "tiny", "tiny-random") or a local diffusers
+    directory.
 
     dtype is the transformer's and text encoder's; the VAE is kept in float32 (the Wan2.1
     diffusers recipe: its decode is sensitive to bf16). Never downloads anything.
@@ -146,9 +153,7 @@ def load_pipeline(model: str, device: str | torch.device = "cpu", dtype: torch.d
     if model in models:
         pipe = models[model].build(device, dtype)
     else:
-        pipe = _load_local(_check_local_dir(model), dtype)
-        if device.type == "cpu":
-            _realign(pipe)
+        pipe = _load_local(_check_local_dir(model), device, dtype)
     return pipe.to(device)
 
 
@@ -173,11 +178,14 @@ def _check_local_dir(model: str) -> Path:
     return path
 
 
-def _load_local(path: Path, dtype: torch.dtype):
+def _load_local(path: Path, device: torch.device, dtype: torch.dtype):
     from diffusers import WanPipeline
 
-    return WanPipeline.from_pretrained(str(path), dtype={"default": dtype, "vae": torch.float32},
+    pipe = WanPipeline.from_pretrained(str(path), dtype={"default": dtype, "vae": torch.float32},
                                        local_files_only=True)
+    if device.type == "cpu":
+        _realign(pipe)
+    return pipe
 
 
 def _realign(pipe) -> None:
@@ -190,14 +198,28 @@ def _realign(pipe) -> None:
                 tensor.data = tensor.data.clone()
 
 
-def _build_tiny(device, dtype):
+def _build_trained(device, dtype):
+    try:
+        path = trained.trained_dir()
+    except FileNotFoundError as exc:
+        raise ModelError(f"model {trained.NAME!r}: {exc}") from None
+    return _load_local(_check_local_dir(str(path)), device, dtype)
+
+
+def _build_tiny_random(device, dtype):
     from .tiny import build_tiny_pipeline
 
     return build_tiny_pipeline(seed=0, dtype=dtype)
 
 
 register_model(ModelSpec(
-    name="tiny", build=_build_tiny, synthetic=True,
+    name=trained.NAME, build=_build_trained, synthetic=False, defaults=dict(trained.DEFAULTS),
+    description="embedded small Wan2.1-architecture model (real diffusers classes) trained by wan-fp4 on its "
+                "procedural world of coloured balls and squares (wan_fp4/pipelines/world.py): it draws prompts "
+                "like 'a red ball moving right' and nothing else; its drift is the real drift of a trained "
+                "model, not Wan2.1-14B's"))
+register_model(ModelSpec(
+    name="tiny-random", build=_build_tiny_random, synthetic=True,
     description="embedded tiny Wan pipeline (random weights, built from code): a smoke model, "
                 "not a video model",
     defaults={"height": 64, "width": 64, "frames": 17, "steps": 8}))

@@ -1,4 +1,6 @@
-"""The embedded tiny Wan pipeline: every part built from code, nothing downloaded.
+"""The embedded tiny Wan pipeline, registered as "tiny-random": every part built from code, nothing
+downloaded. (The name "tiny" is the trained model of `trained.py`, which shares its tokenizer and
+scheduler builders.)
 
 It is a smoke model (random weights, ~0.1 M parameters), not a video model: it exercises the
 exact code paths of a real Wan2.1 pipeline (UMT5 text encoder, WanTransformer3DModel with

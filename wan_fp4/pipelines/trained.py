@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+NAME = "tiny"  # its name in the model registry: the command line's default model
 WEIGHTS_DIR = Path(__file__).parent / "weights" / "tiny"
 
 TEXT_ENCODER = dict(d_model=128, d_kv=32, d_ff=256, num_layers=3, num_heads=4,
@@ -56,11 +57,13 @@ def trained_dir() -> Path:
 
 
 def is_trained_model(model) -> bool:
-    """Whether a `--model` argument is the embedded trained model's directory (False while the
-    package ships without its weights)."""
+    """Whether a `--model` argument is the embedded trained model: its registered name or its
+    directory (False while the package ships without its weights)."""
     try:
         weights = trained_dir()
     except FileNotFoundError:
         return False
+    if model == NAME:
+        return True
     path = Path(model)
     return path.is_dir() and path.resolve() == weights.resolve()
