@@ -250,3 +250,27 @@ def test_drift_accuracy_auto_is_on_for_the_trained_model_only(tmp_path, monkeypa
     assert accuracy("--model", str(weights)) is True
     assert accuracy("--model", "tiny-random") is False and accuracy("--model", str(tmp_path)) is False
     assert accuracy("--accuracy", "off") is False and accuracy("--model", "tiny-random", "--accuracy", "on") is True
+
+
+def test_drift_default_prompt_is_one_the_model_knows(tmp_path, monkeypatch):
+    from wan_fp4.eval import drift as D
+    from wan_fp4.pipelines import trained
+
+    class Planned(Exception):
+        pass
+
+    def capture(pipe, cfg, **kwargs):
+        raise Planned(cfg.prompt)
+
+    monkeypatch.setattr(cli, "_resolve", lambda args, parser, defaults: None)
+    monkeypatch.setattr(cli, "_load", lambda *a: object())
+    monkeypatch.setattr(D, "build_report", capture)
+
+    def prompt(*argv):
+        with pytest.raises(Planned) as planned:
+            cli.main(["drift", "--device", "cpu", "--out", str(tmp_path / "r"), *argv])
+        return planned.value.args[0]
+
+    assert prompt("--model", "tiny") == trained.DEFAULT_PROMPT == "a red ball moving right"
+    assert prompt("--model", "tiny-random") == D.DEFAULT_PROMPT
+    assert prompt("--model", "tiny", "--prompt", "a blue square moving up") == "a blue square moving up"

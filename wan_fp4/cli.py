@@ -360,14 +360,17 @@ def cmd_drift(args, parser, argv) -> int:
     info = _resolve(args, parser, DRIFT_DEFAULTS)
     from .eval import drift as D
     from .eval import report as R
+    from .pipelines.trained import DEFAULT_PROMPT as TRAINED_PROMPT
     from .pipelines.trained import is_trained_model
 
     device = _device(args, parser)
-    accuracy = args.accuracy == "on" or (args.accuracy == "auto" and is_trained_model(args.model))
+    trained = is_trained_model(args.model)
+    accuracy = args.accuracy == "on" or (args.accuracy == "auto" and trained)
+    default_prompt = TRAINED_PROMPT if trained else D.DEFAULT_PROMPT  # a prompt the model knows
     try:
         cfg = D.DriftConfig(
             modes=tuple(args.modes), steps=tuple(sorted(set(args.steps))),
-            prompt=args.prompt if args.prompt else D.DEFAULT_PROMPT, negative_prompt=args.negative_prompt,
+            prompt=args.prompt if args.prompt else default_prompt, negative_prompt=args.negative_prompt,
             seed=D.DEFAULT_SEED if args.seed is None else args.seed, guidance=args.guidance,
             height=args.height, width=args.width, frames=args.frames, cross_attention=args.cross_attention,
             policies=D.DEFAULT_POLICIES if args.policies is None else tuple(args.policies),

@@ -27,6 +27,7 @@ TRANSFORMER = dict(patch_size=(1, 2, 2), num_attention_heads=4, attention_head_d
                    cross_attn_norm=True, qk_norm="rms_norm_across_heads", rope_max_seq_len=1024)
 # What the model was trained at; its CLI defaults.
 DEFAULTS = {"height": 128, "width": 128, "frames": 17, "steps": 20}
+DEFAULT_PROMPT = "a red ball moving right"  # the drift report's prompt on this model (it knows no other world)
 MAX_SEQUENCE_LENGTH = 512  # WanPipeline's default text length; training pads to it as inference does
 
 
