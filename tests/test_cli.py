@@ -223,29 +223,36 @@ def test_default_model_is_the_trained_one_and_says_when_its_weights_are_missing(
     assert not (tmp_path / "v.mp4").exists()
 
 
-def test_drift_accuracy_auto_is_on_for_the_trained_model_only(tmp_path, monkeypatch):
+def _drift_plan(tmp_path, monkeypatch, field):
+    """A function of drift's command-line arguments returning the DriftConfig's `field`, as the
+    command would plan it (the model is never loaded, the report never built)."""
     from wan_fp4.eval import drift as D
-    from wan_fp4.pipelines import trained
 
     class Planned(Exception):
         pass
 
     def capture(pipe, cfg, **kwargs):
-        raise Planned(cfg.accuracy)
+        raise Planned(getattr(cfg, field))
+
+    monkeypatch.setattr(cli, "_resolve", lambda args, parser, defaults: None)
+    monkeypatch.setattr(cli, "_load", lambda *a: object())
+    monkeypatch.setattr(D, "build_report", capture)
+
+    def planned(*argv):
+        with pytest.raises(Planned) as plan:
+            cli.main(["drift", "--device", "cpu", "--out", str(tmp_path / "r"), *argv])
+        return plan.value.args[0]
+    return planned
+
+
+def test_drift_accuracy_auto_is_on_for_the_trained_model_only(tmp_path, monkeypatch):
+    from wan_fp4.pipelines import trained
 
     weights = tmp_path / "weights"
     weights.mkdir()
     (weights / "model_index.json").write_text("{}")  # never loaded: _load is replaced
     monkeypatch.setattr(trained, "WEIGHTS_DIR", weights)
-    monkeypatch.setattr(cli, "_resolve", lambda args, parser, defaults: None)
-    monkeypatch.setattr(cli, "_load", lambda *a: object())
-    monkeypatch.setattr(D, "build_report", capture)
-
-    def accuracy(*argv):
-        with pytest.raises(Planned) as planned:
-            cli.main(["drift", "--device", "cpu", "--out", str(tmp_path / "r"), *argv])
-        return planned.value.args[0]
-
+    accuracy = _drift_plan(tmp_path, monkeypatch, "accuracy")
     assert accuracy() is True and accuracy("--model", "tiny") is True
     assert accuracy("--model", str(weights)) is True
     assert accuracy("--model", "tiny-random") is False and accuracy("--model", str(tmp_path)) is False
@@ -256,21 +263,7 @@ def test_drift_default_prompt_is_one_the_model_knows(tmp_path, monkeypatch):
     from wan_fp4.eval import drift as D
     from wan_fp4.pipelines import trained
 
-    class Planned(Exception):
-        pass
-
-    def capture(pipe, cfg, **kwargs):
-        raise Planned(cfg.prompt)
-
-    monkeypatch.setattr(cli, "_resolve", lambda args, parser, defaults: None)
-    monkeypatch.setattr(cli, "_load", lambda *a: object())
-    monkeypatch.setattr(D, "build_report", capture)
-
-    def prompt(*argv):
-        with pytest.raises(Planned) as planned:
-            cli.main(["drift", "--device", "cpu", "--out", str(tmp_path / "r"), *argv])
-        return planned.value.args[0]
-
+    prompt = _drift_plan(tmp_path, monkeypatch, "prompt")
     assert prompt("--model", "tiny") == trained.DEFAULT_PROMPT == "a red ball moving right"
     assert prompt("--model", "tiny-random") == D.DEFAULT_PROMPT
     assert prompt("--model", "tiny", "--prompt", "a blue square moving up") == "a blue square moving up"
