@@ -31,15 +31,8 @@ def saved_tiny(tmp_path_factory):
 
 
 def test_tiny_builds_and_runs_with_network_blocked():
-    # A fresh interpreter with the hub offline and every socket connection refused: building and
-    # running the tiny pipeline must not even try to reach the network.
-    code = textwrap.dedent("""
-        import socket
-        def refuse(*a, **k):
-            raise RuntimeError("network access attempted")
-        socket.socket.connect = refuse
-        socket.create_connection = refuse
-        import torch
+    # Building and running the random tiny pipeline must not even try to reach the network.
+    stdout = _run_with_network_refused("""
         from wan_fp4.pipelines import build_tiny_pipeline
         pipe = build_tiny_pipeline()
         pipe.set_progress_bar_config(disable=True)
@@ -48,11 +41,24 @@ def test_tiny_builds_and_runs_with_network_blocked():
         assert out.shape == (1, 5, 32, 32, 3), out.shape
         assert 0.0 <= out.min() and out.max() <= 1.0 and out.std() > 0, (out.min(), out.max(), out.std())
         print("OK", out.shape)
-    """)
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    """, env=dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1"))
+    assert "OK (1, 5, 32, 32, 3)" in stdout
+
+
+def _run_with_network_refused(body: str, env: dict) -> str:
+    """Run `body` (torch imported) in a fresh interpreter whose every socket connection raises;
+    its stdout."""
+    code = textwrap.dedent("""
+        import socket
+        def refuse(*a, **k):
+            raise RuntimeError("network access attempted")
+        socket.socket.connect = refuse
+        socket.create_connection = refuse
+        import torch
+    """) + textwrap.dedent(body)
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "OK (1, 5, 32, 32, 3)" in proc.stdout
+    return proc.stdout
 
 
 def test_tiny_geometry_runs_every_mode_natively():
@@ -143,13 +149,8 @@ def test_shipped_weights_load_by_name_and_by_path_alike():
 
 @needs_weights
 def test_shipped_weights_run_with_network_blocked():
-    code = textwrap.dedent("""
-        import socket
-        def refuse(*a, **k):
-            raise RuntimeError("network access attempted")
-        socket.socket.connect = refuse
-        socket.create_connection = refuse
-        import torch
+    # the hub's offline switches unset: loading the shipped weights must need them no more than a socket
+    stdout = _run_with_network_refused("""
         from wan_fp4.pipelines import load_pipeline
         pipe = load_pipeline("tiny", "cpu", torch.float32)
         pipe.set_progress_bar_config(disable=True)
@@ -157,11 +158,8 @@ def test_shipped_weights_run_with_network_blocked():
                    generator=torch.Generator().manual_seed(0), output_type="np").frames
         assert out.shape == (1, 5, 32, 32, 3) and 0.0 <= out.min() and out.max() <= 1.0, (out.shape, out.min())
         print("OK")
-    """)
-    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "OK" in proc.stdout
+    """, env={k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")})
+    assert "OK" in stdout
 
 
 def test_load_pipeline_rejects_missing_path_and_lists_names(tmp_path):
