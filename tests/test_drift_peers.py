@@ -10,7 +10,7 @@ from wan_fp4 import cli, dispatch
 from wan_fp4.eval import drift as D
 from wan_fp4.eval import peers as PEERS
 
-GEOMETRY = ["--height", "32", "--width", "32", "--frames", "5"]
+GEOMETRY = ["--model", "tiny-random", "--height", "32", "--width", "32", "--frames", "5"]  # 2 blocks, random weights
 
 
 def _direct_p(q, k, v):
