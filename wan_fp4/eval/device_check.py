@@ -95,12 +95,16 @@ def make_inputs(case: Case, device) -> tuple:
     b, sq, skv, h, d = case.shape
     g = torch.Generator(device=device).manual_seed(case.seed)
     rand = lambda s: torch.randn(b, s, h, d, generator=g, device=device)  # noqa: E731
-    q = rand(sq)
-    k = q.clone() if case.inputs == "self" else rand(skv)
-    if case.inputs == "kmean":
-        k = k * 1.5 + torch.randn(b, 1, h, d, generator=g, device=device)
-    v = rand(skv)
-    q, k, v = (t.bfloat16() for t in (q, k, v))  # BF16-exact values, also for float32 cases
+    # BF16-exact values, also for float32 cases; each converted at once (the large case's FP32
+    # draws are 9 GB apiece)
+    q = rand(sq).bfloat16()
+    if case.inputs == "self":
+        k = q.clone()
+    elif case.inputs == "kmean":
+        k = (rand(skv) * 1.5 + torch.randn(b, 1, h, d, generator=g, device=device)).bfloat16()
+    else:
+        k = rand(skv).bfloat16()
+    v = rand(skv).bfloat16()
     gq, gk = case.gains
     if "near" in (gq, gk):
         from ..modes import MAX_SCORE_LOG2, default_scale
@@ -710,9 +714,12 @@ def run(todo: list[Case], device, *, prebuilt: bool | None = None, json_path=Non
         if json_path is not None:
             write_json(summary, json_path)
     counts = {s: sum(r["status"] == s for r in summary["cases"]) for s in ("ok", "FAIL", "skip", "info")}
-    summary.update(counts=counts, ok=counts["FAIL"] == 0)
+    failures = [f"{r['kernel']} {r['name']} {r['mode'] or ''}".strip() for r in summary["cases"] if r["status"] == "FAIL"]
+    summary.update(counts=counts, failures=failures, ok=not failures)
     if json_path is not None:
         write_json(summary, json_path)
+    if failures:
+        print(f"failures: {failures}", flush=True)
     print(f"CHECK {'PASSED' if summary['ok'] else 'FAILED'}: " + ", ".join(f"{n} {s}" for s, n in counts.items()),
           flush=True)
     return summary
