@@ -113,7 +113,8 @@ print("heavy:", sorted(m for m in ("torch", "diffusers", "transformers") if m in
 @pytest.mark.parametrize("argv", [["--help"], ["generate", "--help"], ["drift", "--steps", "0", "--out", "d"],
                                   ["generate", "--prompt", "x", "--guidance", "-1", "--out", "v.mp4"],
                                   ["generate", "--prompt", "x", "--height", "40", "--out", "v.mp4"],
-                                  ["generate", "--prompt", "x", "--attention", "int4", "--out", "v.mp4"]])
+                                  ["generate", "--prompt", "x", "--attention", "int4", "--out", "v.mp4"],
+                                  ["check", "--help"], ["check", "--kernels", "sm90-cute,nope"]])
 def test_help_and_argument_errors_import_nothing_heavy(argv):
     # They took 5-10 s, all of it importing torch and diffusers.
     proc = subprocess.run([sys.executable, "-c", NO_HEAVY_IMPORTS, *argv], capture_output=True, text=True,

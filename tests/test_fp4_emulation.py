@@ -5,7 +5,7 @@ the E2M1 rounding, the running power-of-two shift and both dots. It cannot multi
 multiplies the raw 16-bit patterns), so here the operands are FP32 tensors holding the same
 BF16-exact values, and P~ goes through a BF16 round trip inside the kernel (the interpreter's
 cast truncates, so a P~ value not exact in BF16 would change and fail these tests). The BF16
-tensor-core path is checked on the GPU by scripts/check_fp4_emulation_device.py.
+tensor-core path is checked on the GPU by `wan-fp4 check --kernels fp4-emulation`.
 
 Tolerances. Every product of both dots is exact, so kernel and reference differ only in the
 FP32 summation order (numpy vs torch): scores move by an ulp, which flips a code only next to

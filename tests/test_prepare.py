@@ -3,7 +3,7 @@
 Both implementations are checked on CPU: the torch path directly, the Triton kernels under the
 Triton interpreter (TRITON_INTERPRET=1 must be set before triton is imported, so it is set here;
 on CPU nothing else can run Triton). The GPU run of the same comparison is
-scripts/check_triton_device.py.
+`wan-fp4 check --kernels triton`.
 """
 import importlib
 import os

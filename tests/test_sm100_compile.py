@@ -411,7 +411,7 @@ def test_p_scale_word_matches_cute_atom():
 # general mechanism in wan_fp4/kernels/aot.py) is checked here up to the launch: the shim links,
 # needs only libc, its symbols resolve and its signature is what launch.py passes, the loader
 # refuses stale artifacts and falls back to JIT. Launching it needs a Blackwell GPU (none here):
-# scripts/verify_sm100.py on a B200/GB200 runs it (WAN_FP4_SM100_PREBUILT=0 runs the JIT kernel).
+# `wan-fp4 check --kernels sm100-cute` (scripts/verify_sm100.py) on a B200/GB200 runs it (WAN_FP4_SM100_PREBUILT=0 runs the JIT kernel).
 REBUILD = "python scripts/build_prebuilt.py --only sm100"
 
 

@@ -246,7 +246,7 @@ def test_prepass_writes_the_kernel_v_layout_under_interpreter():
 
 def test_aot_shim_links_and_symbols_resolve(tmp_path, shim_toolchain):
     """Export the default direct-p kernel, link the C shim, load it with ctypes and resolve both
-    entry points (launching needs a GPU: scripts/check_sm90_device.py compares it with JIT)."""
+    entry points (launching needs a GPU: `wan-fp4 check --kernels sm90-cute` compares it with JIT)."""
     import os
     import sys
 

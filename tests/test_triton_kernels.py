@@ -4,7 +4,7 @@ The interpreter runs the kernel's own code: the same tiles, the FP8 dots (it mul
 values exactly and sums in FP32), the FMA-only Direct-P byte map and the online softmax. Two
 interpreter casts are wrong (FP32 -> FP8 mis-rounds across a binade, FP32 -> BF16 truncates), so
 under the interpreter the kernel uses its bit-arithmetic conversions (HW_CVT=False); the hardware
-casts are checked on the GPU by scripts/check_triton_device.py.
+casts are checked on the GPU by `wan-fp4 check --kernels triton`.
 
 Tolerance against the reference: only the FP32 summation order of the two dots differs
 (numpy vs torch), which moves scores by a few ulp; that flips a P byte or a BF16 output rounding

@@ -5,6 +5,8 @@
                   [--peers cudnn-fp8|none] [--policies ...] [--capture-steps first,last] [--decode-steps max]
                   [--accuracy auto] ...
     wan-fp4 bench attention|e2e [ARGS...]    (CUDA GPU; see wan_fp4.eval.latency)
+    wan-fp4 check [--kernels sm90-cute,triton,...] [--suite quick|full|large] [--json PATH]
+                  (kernels vs the reference on this device; see wan_fp4.eval.device_check)
 
 Nothing is ever downloaded: --model is a registered name or a local diffusers Wan2.1 directory. The
 default, `tiny`, is the embedded model trained on wan-fp4's procedural world of coloured balls and
@@ -147,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .modes import MODES
 
     parser = argparse.ArgumentParser(prog="wan-fp4", description="Direct-P low-precision attention for Wan2.1.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{generate,drift,bench}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{generate,drift,bench,check}")
 
     g = sub.add_parser("generate", help="generate a video and write it as mp4")
     _add_common(g, modes_help="bf16 is exact attention (the control).")
@@ -207,7 +209,45 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("kind", choices=BENCH_KINDS, help="attention: per-call kernels; e2e: whole pipeline")
     b.add_argument("args", nargs=argparse.REMAINDER, help="passed on to the benchmark")
     b.set_defaults(run=cmd_bench, subparser=b)
+
+    c = sub.add_parser("check", help="every kernel against the reference on this device: one ok/FAIL/skip line "
+                                     "per case, exit status 1 on any FAIL")
+    c.add_argument("--kernels", type=_kernel_list, default=None,
+                   help="comma-separated kernel families (default: all, sm100-cute,sm90-cute,triton,fp4-emulation)")
+    c.add_argument("--suite", choices=("quick", "full", "large"), default="full",
+                   help="quick: small shapes; full: awkward and Wan shapes; large: the sm90 B6 H40 S75600 batch "
+                        "past 2^31 output elements (default full)")
+    c.add_argument("--json", help="write every case's metrics here (rewritten after each case)")
+    c.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
+    c.add_argument("--configs", type=_json_configs, default=[],
+                   help="extra sm90 kernel configs to check next to each mode's default, a JSON list of objects "
+                        "(e.g. '[{\"pingpong\": true}]')")
+    c.add_argument("--prebuilt-dir", help="load the sm90 prebuilt kernels from DIR (scripts/build_prebuilt.py --out DIR)")
+    c.add_argument("--affine", type=float, nargs=2, metavar=("A", "B"), help="the sm100 cases' FP4 map affine")
+    c.set_defaults(run=cmd_check, subparser=c)
     return parser
+
+
+def _kernel_list(text):
+    from .kernels.registry import NAMES
+
+    names = _csv("kernel families")(text)
+    for name in names:
+        if name not in NAMES:
+            raise argparse.ArgumentTypeError(f"unknown kernel {name!r}; kernel families: {', '.join(NAMES)}")
+    return names
+
+
+def _json_configs(text):
+    import json
+
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a JSON list of objects, got {text!r}: {exc}") from None
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise argparse.ArgumentTypeError(f"expected a JSON list of objects, got {text!r}")
+    return value
 
 
 # --------------------------------------------------------------------------- shared helpers
@@ -410,6 +450,15 @@ def cmd_bench(args, parser, argv) -> int:
         return 2
     entry = importlib.import_module(BENCH_ENTRY[args.kind]).main
     return int(entry(list(args.args)) or 0)
+
+
+# --------------------------------------------------------------------------- check
+def cmd_check(args, parser, argv) -> int:
+    device = _device(args, parser)
+    from .eval import device_check
+
+    return device_check.main(args.kernels, args.suite, args.json, device, args.configs, args.prebuilt_dir,
+                             args.affine, command=_command(argv))
 
 
 def main(argv=None) -> int:

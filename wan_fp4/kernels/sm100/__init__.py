@@ -1,8 +1,9 @@
 """Blackwell (sm100a) Direct-P FP4 attention: the paper's kernel design in the CuTe DSL.
 
 Status: compiled for sm_100a and its PTX inspected on a machine with no GPU; it has never run
-on hardware. `scripts/verify_sm100.py` is the one command a B200/GB200 owner runs to check it
-against `wan_fp4.reference.attention(..., mode="direct-p-fp4")` and time it.
+on hardware. `scripts/verify_sm100.py` (`wan-fp4 check --kernels sm100-cute`) is the one command a B200/GB200
+owner runs to check it against `wan_fp4.reference.attention(..., mode="direct-p-fp4")`;
+`scripts/bench_sm100.py` times it.
 
 The kernel ships prebuilt (AOT, wan_fp4/kernels/prebuilt/sm100a, loaded through a C shim: see
 aot.py) and is JIT-compiled instead when the prebuilt one does not match the sources. Importing

@@ -1,0 +1,110 @@
+"""`wan-fp4 check` (wan_fp4.eval.device_check) on CPU: the Triton families run in Triton's
+interpreter (conftest sets TRITON_INTERPRET=1 without a GPU), the CuTe families are skipped with
+their reason; a kernel that disagrees with the reference fails the run."""
+import json
+import math
+
+import pytest
+import torch
+
+pytest.importorskip("triton", reason="triton is not installed: the Triton kernels cannot run")
+
+from wan_fp4 import cli  # noqa: E402
+from wan_fp4.eval import device_check as D  # noqa: E402
+from wan_fp4.kernels import registry  # noqa: E402
+
+
+@pytest.mark.parametrize("suite", ["quick", "full"])
+def test_every_kernel_family_has_cases(suite):
+    cases = D.cases(suite)
+    assert {c.kernel for c in cases} == set(registry.NAMES)
+    for c in cases:
+        assert c.probe in D.PROBES and c.kernel in registry.NAMES
+    bounded = {c.kernel for c in cases if c.probe == "attention" and "rel_l2" in c.tol}
+    assert bounded == set(registry.NAMES), "every family is compared with the reference"
+    assert [c.probe for c in D.cases("large")] == ["large"]
+
+
+def test_bad_suite_and_kernel_are_refused():
+    with pytest.raises(ValueError, match="suite"):
+        D.cases("medium")
+    with pytest.raises(ValueError, match="unknown kernel 'cuda'"):
+        D.cases("quick", ["cuda"])
+
+
+def test_quick_suite_on_cpu(tmp_path, capsys):
+    path = tmp_path / "check.json"
+    assert cli.main(["check", "--suite", "quick", "--device", "cpu", "--json", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    status = {}
+    for line in lines:
+        if line[:4].strip() in ("ok", "FAIL", "skip", "info"):
+            status.setdefault(line.split()[1], set()).add(line[:4].strip())
+    assert status["triton"] == {"ok", "skip"}  # the hardware-convert cases need CUDA
+    assert status["fp4-emulation"] == {"ok"}
+    assert status["sm90-cute"] == status["sm100-cute"] == {"skip"}
+    assert any("skip sm90-cute" in line and "needs CUDA" in line for line in lines)
+    assert lines[-1].startswith("CHECK PASSED")
+    summary = json.loads(path.read_text())
+    assert summary["ok"] and summary["counts"]["FAIL"] == 0 and summary["counts"]["ok"] >= 10
+    attn = [r for r in summary["cases"] if r["status"] == "ok" and "kernel_vs_exact" in r["metrics"]]
+    assert {r["kernel"] for r in attn} == {"triton", "fp4-emulation"}
+
+
+def _triton_case():
+    return next(c for c in D.cases("quick", ["triton"]) if c.probe == "attention" and c.mode == "direct-p")
+
+
+def test_a_kernel_off_the_reference_fails(monkeypatch, capsys):
+    real = D.LAUNCH["triton"]
+
+    def off(q, k, v, case, ctx):  # 5% too large: far outside the 1e-2 bound
+        out, lse, extra = real(q, k, v, case, ctx)
+        return out * 1.05, lse, extra
+
+    monkeypatch.setitem(D.LAUNCH, "triton", off)
+    case = _triton_case()
+    monkeypatch.setattr(D, "cases", lambda *a, **k: [case])
+    assert D.main(["triton"], "quick", device="cpu") == 1
+    out = capsys.readouterr().out
+    fail = [line for line in out.splitlines() if line.startswith("FAIL")]
+    assert len(fail) == 1 and "triton" in fail[0] and "rel_l2" in fail[0] and "> 0.01" in fail[0]
+    assert "CHECK FAILED" in out
+
+
+def test_a_kernel_that_raises_or_writes_nan_fails(monkeypatch):
+    def boom(q, k, v, case, ctx):
+        raise RuntimeError("launch failed")
+
+    monkeypatch.setitem(D.LAUNCH, "triton", boom)
+    row = D.run([_triton_case()], "cpu")["cases"][0]
+    assert row["status"] == "FAIL" and "RuntimeError: launch failed" in row["failed"][0]
+
+    def unwritten(q, k, v, case, ctx):
+        out = torch.full_like(q, math.nan)
+        return out, torch.zeros(q.shape[0], q.shape[2], q.shape[1]), {}
+
+    monkeypatch.setitem(D.LAUNCH, "triton", unwritten)
+    row = D.run([_triton_case()], "cpu")["cases"][0]
+    assert row["status"] == "FAIL" and any(f.startswith("nan") for f in row["failed"])
+
+
+def test_unavailable_families_are_skipped_with_the_reason(monkeypatch):
+    sm100 = D.cases("quick", ["sm100-cute"])[0]
+    # on a GPU of another generation (an H200): offered only on sm_100
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    why = D.unavailable(sm100, torch.device("cuda"))
+    assert "sm100-cute runs on sm_100" in why and "sm_90" in why
+    assert D.unavailable(D.cases("quick", ["sm90-cute"])[0], torch.device("cuda")) == ""  # offered: runs or FAILs
+    # a family whose software stack is missing
+    gone = registry.unavailable("triton", ("fp8", "direct-p"), (8, 9), "triton could not be imported: test")
+    monkeypatch.setattr(registry, "spec", lambda name: gone)
+    row = D.run([_triton_case()], "cpu")["cases"][0]
+    assert row["status"] == "skip" and "triton could not be imported: test" in row["skipped"]
+
+
+def test_bounds_judge_every_bounded_metric():
+    assert D._judge({"rel_l2": 5e-3, "nan": 0}, {"rel_l2": 1e-2, "nan": 0}) == []
+    assert D._judge({"rel_l2": math.nan}, {"rel_l2": 1e-2}) == ["rel_l2 nan > 0.01"]
+    assert D._judge({}, {"rel_l2": 1e-2}) == ["rel_l2 not measured"]
+    assert D._judge({"rel_l2": None}, {"rel_l2": 1e-2}) == []  # not applicable to this outcome
