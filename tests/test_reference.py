@@ -7,7 +7,7 @@ import torch
 
 from wan_fp4 import formats, reference
 from wan_fp4.eval.metrics import rel_l2 as _rel
-from wan_fp4.modes import AFFINE_WAN, FP4Params, FP4RangeWarning
+from wan_fp4.modes import AFFINE_WAN, MAX_SCORE_LOG2, FP4Params, FP4RangeWarning
 
 LOW_PRECISION = ("fp8", "direct-p", "direct-p-fp4")
 
@@ -233,17 +233,40 @@ def test_non_finite_inputs_are_an_error_not_a_saturated_code(mode, where, bad):
 
 
 # Huge but finite inputs: q * 1e8 or k * 1e30 turned 41-53% of direct-p outputs into NaN (its
-# bias fl(120 - 8 m) loses the 120 once |m| >> 2^19), and q, k * 1e19 overflow fp8's FP32 scores.
+# bias fl(120 - 8 m) loses the 120 once |m| >> 2^19), and fp8's kernels gave NaN rows for k * 1e30
+# (its FMA fold, below). Both modes name the problem instead, as every kernel does.
 @pytest.mark.parametrize("mode", ["fp8", "direct-p"])
 @pytest.mark.parametrize("q_mul, k_mul", [(1e8, 1.0), (1.0, 1e30), (1e19, 1e19)])
-def test_huge_scores_give_a_finite_answer_or_name_the_problem(mode, q_mul, k_mul):
+def test_huge_scores_name_the_problem(mode, q_mul, k_mul):
     q, k, v = (t.float() for t in _qkv(1, 200, 200, 2, 128, seed=19))
-    try:
-        out = reference.attention(q * q_mul, k * k_mul, v, mode)
-    except ValueError as exc:
-        assert mode in str(exc) and "q or k" in str(exc)
-    else:
-        assert torch.isfinite(out).all()
+    with pytest.raises(ValueError, match=rf"{mode}: q \. k .* q or k is far outside"):
+        reference.attention(q * q_mul, k * k_mul, v, mode)
+
+
+def test_fp8_fold_breaks_past_the_score_limit(monkeypatch):
+    # fp8 takes p = 2^fl(s qk - m), the kernels' FMA fold: the row max's own exponent is z's
+    # rounding error, up to ulp(m) / 2, not 0. At k * 1e30 (|m| ~ 2^103) 2^that overflows or
+    # vanishes, so without the range check rows come out NaN, as they did on the H200.
+    monkeypatch.setattr(reference, "check_score_range", lambda *args: None)
+    q, _, v = (t.float() for t in _qkv(1, 200, 200, 2, 128, seed=19))
+    out = reference.attention(q, (q * 1e30).bfloat16().float(), v, "fp8")
+    assert not torch.isfinite(out).all()
+
+
+def _just_inside_the_score_limit(seed):
+    """q and keys = q scaled so that each row's own score is 0.9 of modes.MAX_SCORE_LOG2."""
+    q, _, v = _qkv(1, 200, 200, 2, 128, seed=seed)
+    c = reference.log2_scale(1 / math.sqrt(128))
+    norm = q.float().norm(dim=-1).max().item()
+    q = (q.float() * (0.9 * MAX_SCORE_LOG2 / (c * norm * norm)) ** 0.5).bfloat16()
+    return q, q, v
+
+
+@pytest.mark.parametrize("mode", ["fp8", "direct-p"])
+def test_scores_just_inside_the_limit_keep_the_modes_accuracy(mode):
+    q, k, v = _just_inside_the_score_limit(seed=22)
+    out = reference.attention(q, k, v, mode)
+    assert _rel(out, _exact(q, k, v)[0]) < BOUNDS[mode][1]
 
 
 def test_score_range_check_passes_large_ordinary_scores():

@@ -31,11 +31,14 @@ FP8_P_SCALE = 256.0  # fp8 mode feeds E4M3(256 * p) to the PV product
 DIRECT_P_SLOPE = 8.0
 DIRECT_P_ONE = 120  # the E4M3 byte of 256.0
 
-# The largest |score| z = s * scale * log2(e) (log2 units) each FP8 mode's FP32 arithmetic takes.
-# direct-p: t = fma(s, 8 qk, fl(120 - 8 m)) is within 3/8 of a byte of 8 (z - m) + 120 only while
-# |m| < 2^19; beyond, the rounding of 8 m swallows the 120 and whole rows can round to byte 0
-# (0 / 0 = NaN). fp8: z itself must stay finite. Inputs past these raise instead.
-MAX_SCORE_LOG2 = {"fp8": 2.0**127, "direct-p": 2.0**19}
+# The largest |score| z = s * scale * log2(e) (log2 units) the FP8 modes take; larger inputs raise.
+# Both fold the score scale into one FMA against the rounded row max m = fl(max s * qk):
+# fp8 p = 2^fl(s qk - m), direct-p t = fma(s, 8 qk, fl(120 - 8 m)). The row max's own argument is
+# then z's rounding error, up to ulp(m) / 2, which grows with m. Below 2^19 it is at most 2^-6:
+# fp8's largest p is within 1.1% of 1, and direct-p's t within 3/8 of a byte of 8 (z - m) + 120.
+# Beyond, fp8's 256 p saturates E4M3 from |m| ~ 2^24 (wrong rows) and overflows to inf from 2^31
+# (NaN rows), and direct-p's rounding of 8 m swallows the 120, so whole rows can round to byte 0.
+MAX_SCORE_LOG2 = 2.0**19
 
 # direct-p-fp4 (the paper's "fast" policy).
 LOG2_6 = 2.5849626  # fl32(log2 6), as the paper's kernel writes it

@@ -159,27 +159,25 @@ _SCORE_BOUND_SLACK = 1.01
 
 
 def check_score_range(mode: str, c: float, q8, q_scale, k8, k_scale) -> None:
-    """Raise ValueError if a score z = (q8 . k8) sq sk c of these FP8 operands can reach the
-    mode's limit (modes.MAX_SCORE_LOG2), where its FP32 arithmetic fails (direct-p: NaN rows).
+    """Raise ValueError if a score z = (q8 . k8) sq sk c of these FP8 operands can reach
+    modes.MAX_SCORE_LOG2, beyond which the modes' FP32 arithmetic fails (wrong or NaN rows).
 
     Layout of the kernels' pre-pass: codes (B, H, S, D), scales (B, H, ceil(S / 128)); S may be
     padded to whole blocks. The bound is Cauchy-Schwarz per head: the largest scaled code-row norm
     of Q times that of K. First from the scales alone (a code row's norm is at most 448 sqrt(D)),
     which clears ordinary inputs with one small reduction; the row norms are read only if needed.
     """
-    limit = MAX_SCORE_LOG2[mode]
     row_max = E4M3_MAX * math.sqrt(q8.shape[-1])
     loose = (q_scale.double().amax(dim=-1) * k_scale.double().amax(dim=-1)).amax().item()
-    if loose * row_max * row_max * c * _SCORE_BOUND_SLACK < limit:
+    if loose * row_max * row_max * c * _SCORE_BOUND_SLACK < MAX_SCORE_LOG2:
         return
     bound = (_scaled_row_norm_max(q8, q_scale) * _scaled_row_norm_max(k8, k_scale)).amax().item()
     bound *= c * _SCORE_BOUND_SLACK
-    if bound >= limit:
+    if bound >= MAX_SCORE_LOG2:
         raise ValueError(
             f"{mode}: q . k * scale can reach {bound * LN2:.3g} for these q and k, beyond the "
-            f"{limit * LN2:.3g} (natural-log units) that {mode}'s FP32 arithmetic represents; q or k "
-            "is far outside attention's usual range"
-            + (": use mode='fp8' or 'bf16' for it" if mode == "direct-p" else ": rescale it"))
+            f"{MAX_SCORE_LOG2 * LN2:.3g} (natural-log units) that {mode}'s FP32 arithmetic represents; q or k "
+            "is far outside attention's usual range: rescale it, or use mode='bf16'")
 
 
 def _scaled_row_norm_max(x8: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
@@ -230,7 +228,10 @@ def _fp8_attention(q, k, v, scale, direct_p):
                 p = formats.e4m3_decode(direct_p_bytes(t))
                 p_mma, p_sum = p, p.sum(dim=-1)
             else:
-                p = _f32_tensor(torch.exp2((z - m_new.unsqueeze(-1)).double()))
+                # p = fl(2^fl(s_raw qk - m)): the kernels fold the score scale into one FMA
+                # against the row max, so z is not rounded on its own here either
+                arg = _f32_tensor(s_raw.double() * qk.unsqueeze(-1).double() - m_new.unsqueeze(-1).double())
+                p = _f32_tensor(torch.exp2(arg.double()))
                 p_mma, p_sum = formats.e4m3_round(p * FP8_P_SCALE), p.sum(dim=-1)
             acc = acc * alpha.unsqueeze(-1) + torch.matmul(p_mma, v8[:, :, keys])
             l = l * alpha + p_sum
