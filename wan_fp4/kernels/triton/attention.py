@@ -5,10 +5,11 @@ S_q != S_kv, S not a multiple of 128, D in {64, 128}. Operands come from
 `wan_fp4.kernels.prepare.prepare_fp8` (layout in its docstring).
 
 Per 128-query tile, over 128-key tiles in key order:
-    s = q8 . k8 (FP8 dot into FP32);  z = s * fl(fl(sq*sk) * c);  m_new = max(m, rowmax z)
-    direct-p: t = 8 z + fl(120 - 8 m_new), clamp [0, 120], + 1.5*2^23 rounds to nearest even, the
-              low byte is the E4M3 code of P (no exp2 per element); l += sum of those E4M3 values
-    fp8:      p = exp2(z - m_new); P = E4M3(256 p); l += sum p
+    s = q8 . k8 (FP8 dot into FP32);  qk = fl(fl(sq*sk) * c);  m_new = max(m, rowmax fl(s qk))
+    direct-p: t = fma(s, 8 qk, fl(120 - 8 m_new)), clamp [0, 120], + 1.5*2^23 rounds to nearest
+              even, the low byte is the E4M3 code of P (no exp2 per element); l += sum of those
+              E4M3 values
+    fp8:      p = exp2(fma(s, qk, -m_new)); P = E4M3(256 p); l += sum p
     acc, l *= exp2(m_old - m_new) (one exp2 per row);  acc += P . v8 (tile product added in FP32)
     O = acc * sv / l  (fp8: / (256 l)), stored in q's dtype in (B, S, H, D)
 BLOCK_M = BLOCK_N = 128 are fixed by the numerics (scale blocks and the softmax tile).
@@ -87,17 +88,24 @@ def _tile(acc, l_i, m_i, q, q_hi, sq, c, k_base, v_base, ks_base, j, Skv, Skv_pa
         kt = tl.load(k_base + keys[None, :] * D + offs_d[:, None])  # (D, BLOCK_N), D contiguous
         s = _dot(q, kt, PROMOTE)
     sk = tl.load(ks_base + j)
-    z = s * ((sq * sk) * c)
+    qk = (sq * sk) * c
+    z = s * qk
     if MASK:  # keys past S_kv do not exist
-        z = tl.where(keys[None, :] < Skv, z, float("-inf"))
+        valid = keys[None, :] < Skv
+        z = tl.where(valid, z, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(z, axis=1))
     alpha = tl.exp2(m_i - m_new)  # the only exp2 of direct-p: one per row
+    # Both maps fold the score scale into one explicit FMA against the row max, as the reference
+    # does: z is not rounded on its own, whatever the compiler would contract.
     if MODE == 1:
         bias = _P_ONE - _P_SLOPE * m_new
-        t = z * _P_SLOPE + bias[:, None]
-        # clamp(rne(t), 0, 120): z <= m_new makes t <= 120 + (rounding of bias) < 120.5 while
-        # |m| < 2^19 (triton_attention checks the score range before the launch), so only the
-        # lower clamp is needed; clamping before rounding equals after (integer bounds).
+        t = tl.fma(s, qk * _P_SLOPE, bias[:, None])
+        if MASK:
+            t = tl.where(valid, t, 0.0)
+        # clamp(rne(t), 0, 120): s qk <= m_new + ulp(m_new) / 2 makes t <= 120 + 8 ulp(m) +
+        # ulp(120) / 2 < 120.5 while |m| < 2^19 (triton_attention checks the score range before
+        # the launch), so only the lower clamp is needed; clamping before rounding equals after
+        # (integer bounds).
         t = tl.maximum(t, 0.0)
         # adding 1.5*2^23 rounds to the nearest even integer, which lands in the low mantissa
         # bits; the uint8 truncation keeps that byte: the E4M3 code of P
@@ -105,7 +113,10 @@ def _tile(acc, l_i, m_i, q, q_hi, sq, c, k_base, v_base, ks_base, j, Skv, Skv_pa
         p8 = byte.to(tl.float8e4nv, bitcast=True)
         psum = tl.sum(p8.to(tl.float32), axis=1)
     else:
-        p = tl.exp2(z - m_new[:, None])
+        arg = tl.fma(s, qk, -m_new[:, None])
+        if MASK:
+            arg = tl.where(valid, arg, float("-inf"))
+        p = tl.exp2(arg)
         psum = tl.sum(p, axis=1)
         p8 = e4m3_rne_sat(p * _P_SCALE, HW_CVT)
     l_i = l_i * alpha + psum
