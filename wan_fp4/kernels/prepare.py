@@ -21,7 +21,7 @@ out of bounds; padded keys must still be masked (probability 0), padded queries 
 Every (b, h) slice is contiguous, so it is a plain 2-D TMA box for a Hopper kernel.
 
 Codes and scales equal `wan_fp4.reference.quantize_fp8` bit for bit (tests/test_prepare.py;
-scripts/check_triton_device.py on the GPU). Two implementations:
+`wan-fp4 check --kernels triton` on the GPU). Two implementations:
 - Triton (CUDA tensors on sm89+, or any tensor under TRITON_INTERPRET=1): one fused pass per
   tensor (load tile, amax, power-of-two scale, scale, cast, store). The K mean and the V channel
   amax are whole-sequence reductions and run first, in one Triton pass over K and V: the amax is

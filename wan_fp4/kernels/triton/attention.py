@@ -17,7 +17,7 @@ BLOCK_M = BLOCK_N = 128 are fixed by the numerics (scale blocks and the softmax 
 Accuracy against the reference: on Hopper the FP8 tensor core sums products with less than FP32
 precision (Triton does not promote by default), so outputs differ from the reference by more than
 FP32 reordering would: relative L2 ~5e-3 at S = 1000 and ~7e-3 at S = 32760 on the H200
-(scripts/check_triton_device.py), about a tenth of the modes' own error against exact attention
+(`wan-fp4 check --kernels triton`), about a tenth of the modes' own error against exact attention
 (~7%), which the kernel reproduces to 3 digits. Under the CPU interpreter (exact dots) the
 difference is <= 1e-4.
 """
@@ -224,7 +224,7 @@ def supports(q, k, v, mode, fp4=None) -> tuple[bool, str]:
 
 
 # Accumulation variants (see _tile, _dot), measured on the H200 with
-# `scripts/check_triton_device.py --sweep` (B1 H40 S32760, direct-p kernel; rel. L2 vs reference
+# `scripts/bench_triton_device.py --sweep` (B1 H40 S32760, direct-p kernel; rel. L2 vs reference
 # at B1 H12 S32760): neither split 31.4 ms, 9.0e-3; PV_SPLIT 32.2 ms, 7.3e-3; QK_SPLIT 33.0 ms,
 # 7.2e-3; both 34.8 ms, 4.9e-3. PROMOTE (Triton's max_num_imprecise_acc) is not measured yet
 # (`--promote-sweep-only`); it spills registers at 32 and 64 when compiled here for sm_90a.
