@@ -321,19 +321,44 @@ def test_huge_scores_raise_before_the_launch(monkeypatch):
         sm90.sm90_attention(q * 1e8, k, v, "direct-p")
 
 
-def test_prebuilt_kernel_counts_as_available_before_its_shim_is_linked(monkeypatch, tmp_path, shim_toolchain):
-    # Without the DSL (a bare GPU image), a committed object whose shim was never linked on this
-    # machine must still select the sm90 kernel: linking is part of first use.
+def test_prebuilt_kernel_without_the_dsl_counts_as_available_only_once_linkable(monkeypatch, tmp_path,
+                                                                                 shim_toolchain):
+    # Without the DSL to JIT, the sm90 kernel runs only from a linked shim library: one in the
+    # prebuilt folder or the cache, or one linked on first use, which needs the DSL's runtime
+    # library. A bare GPU image has neither, and there the kernel must count as unavailable, so that
+    # dispatch picks another (the H200 image of 2026-11-30 was such a machine).
+    import shutil
+
+    from wan_fp4.kernels import aot as common
+    from wan_fp4.kernels.sm90 import aot
+
+    folder, cache = tmp_path / "prebuilt", tmp_path / "cache"
+    shutil.copytree(aot.PREBUILT.directory, folder, ignore=shutil.ignore_patterns("*.so"))
+    monkeypatch.setattr(aot.PREBUILT, "directory", folder)
     monkeypatch.setattr(sm90, "_dsl_available", lambda: False)
-    monkeypatch.setenv("WAN_FP4_CACHE", str(tmp_path))
-    sm90.source_reason.cache_clear()  # answered once per process: ask afresh under this setup
+    monkeypatch.setenv("WAN_FP4_CACHE", str(cache))
+
+    def answers():
+        sm90.source_reason.cache_clear()  # answered once per process: ask afresh
+        return [sm90.source_reason("direct-p", head_dim) for head_dim in (64, 128)]
+
+    def no_runtime(*args, **kwargs):
+        raise FileNotFoundError("no DSL runtime library to link against")
+
     try:
-        for head_dim in (64, 128):
-            assert sm90.source_reason("direct-p", head_dim) == (True, "")
+        with monkeypatch.context() as m:
+            m.setattr(common, "link_shim", no_runtime)
+            assert all(not ok and "nvidia-cutlass-dsl" in why for ok, why in answers())
+        assert answers() == [(True, "")] * 2  # linked on first use
+        linked = sorted(cache.rglob("*.so"))
+        assert [p.name for p in linked] == ["libwanfp4_sm90_directp_d128.so", "libwanfp4_sm90_directp_d64.so"]
+        for so in linked:  # brought along in the prebuilt folder, as for the H200
+            shutil.move(so, folder / so.name)
+        with monkeypatch.context() as m:
+            m.setattr(common, "link_shim", no_runtime)
+            assert answers() == [(True, "")] * 2
     finally:
         sm90.source_reason.cache_clear()
-    assert sorted(p.name for p in tmp_path.rglob("*.so")) == ["libwanfp4_sm90_directp_d128.so",
-                                                               "libwanfp4_sm90_directp_d64.so"]
 
 
 def test_every_family_launches_through_one_prebuilt_or_jit_path(monkeypatch):
