@@ -73,6 +73,13 @@ def test_bad_inputs_get_clear_errors(make, exc, words):
         wan_fp4.attention(*make(q, k, v), mode="direct-p")
 
 
+@pytest.mark.parametrize("scale", [0.0, -0.125, float("nan"), float("inf")])
+def test_scale_must_be_finite_and_positive(scale):
+    q, k, v = _qkv(seed=5)
+    with pytest.raises(ValueError, match="scale must be a finite positive number"):
+        wan_fp4.attention(q, k, v, mode="direct-p", scale=scale)
+
+
 def test_unknown_mode_and_kernel():
     q, k, v = _qkv(seed=4)
     with pytest.raises(ValueError, match="mode must be one of"):

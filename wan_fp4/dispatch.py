@@ -41,6 +41,8 @@ def attention(q, k, v, mode="direct-p", scale=None, *, fp4: FP4Params | None = N
     check_mode(mode)
     validate(q, k, v)
     scale = default_scale(q.shape[-1]) if scale is None else float(scale)
+    if not (math.isfinite(scale) and scale > 0):  # the kernels take row maxima of unscaled scores
+        raise ValueError(f"scale must be a finite positive number, got {scale!r}")
     fp4 = fp4 or FP4Params()
     if kernel is not None:
         _check_kernel_name(kernel)  # whether it can run this call is checked in the op
