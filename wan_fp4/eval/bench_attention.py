@@ -26,6 +26,11 @@ from wan_fp4.eval.metrics import rel_l2
 from wan_fp4.eval.peers import PEER_LABELS, available_peers
 
 WAN_SHAPES = ["1x12x32760x128", "1x40x32760x128", "1x40x75600x128"]
+# --length-sweep: where the lead over cuDNN FP8 begins and ends (H40 D128, B1), from the paper's
+# Wan geometry (7,680) and shorter clips up to 131,072 tokens.
+LENGTH_SWEEP = (1024, 4096, 7680, 16384, 32760, 75600, 131072)
+# Peers the table states ratios against, when they ran: the BF16 state of the art and the FP8 peer.
+RATIO_PEERS = (("fa4", "FA4"), ("cudnn-fp8-kernel", "cuDNN FP8"))
 OUR_KERNELS = list(registry.NAMES)
 
 
@@ -54,12 +59,16 @@ def check_against_reference(fn, q, k, v, mode, rows):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", type=parse_shape, nargs="+", default=[parse_shape(s) for s in WAN_SHAPES])
+    ap.add_argument("--length-sweep", action="store_true",
+                    help=f"time B1 H40 D128 at S = {', '.join(map(str, LENGTH_SWEEP))} instead of --shapes")
     ap.add_argument("--modes", nargs="+", default=["direct-p", "fp8"], choices=wan_fp4.MODES[1:])
     ap.add_argument("--peers", nargs="*", default=list(PEER_LABELS))
     ap.add_argument("--check-rows", type=int, default=256, help="query rows checked against the reference")
     ap.add_argument("--rep-ms", type=int, default=1500)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
+    if args.length_sweep:
+        args.shapes = [(1, 40, length, 128) for length in LENGTH_SWEEP]
     if not torch.cuda.is_available():
         print("wan-fp4 bench attention needs a CUDA GPU", file=sys.stderr)
         return 2
@@ -134,7 +143,6 @@ def fp8_gemm_tflops(do_bench, n: int = 8192) -> float:
 
 def markdown_table(results):
     shapes = results["shapes"]
-    fa4_label = PEER_LABELS["fa4"]
     labels = []
     for e in shapes:
         labels += [k for k in e["kernels"] if k not in labels]
@@ -145,9 +153,9 @@ def markdown_table(results):
         for e in shapes:
             r = e["kernels"].get(label, {})
             if "tflops" in r:
-                base = e["kernels"].get(fa4_label, {}).get("ms")
-                ratio = f", {base / r['ms']:.2f}x FA4" if base else ""
-                cells.append(f"{r['ms']:.2f} ms, {r['tflops']:.0f} TFLOP/s{ratio}")
+                ratios = "".join(f", {base / r['ms']:.2f}x {short}" for peer, short in RATIO_PEERS
+                                 if (base := e["kernels"].get(PEER_LABELS[peer], {}).get("ms")))
+                cells.append(f"{r['ms']:.2f} ms, {r['tflops']:.0f} TFLOP/s{ratios}")
             else:
                 cells.append("n/a: " + (r.get("skipped") or r.get("error") or "not run")[:60])
         lines.append(f"| {label} | " + " | ".join(cells) + " |")

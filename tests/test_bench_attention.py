@@ -1,0 +1,40 @@
+"""The attention benchmark's table and shape selection (the timing itself needs a CUDA GPU)."""
+import pytest
+
+from wan_fp4.eval import bench_attention as B
+from wan_fp4.eval.peers import PEER_LABELS
+
+
+def test_table_states_ratios_against_fa4_and_the_cudnn_fp8_kernel():
+    ours = "wan_fp4 direct-p [sm90-cute]"
+    results = {"shapes": [
+        {"shape": [1, 40, 7680, 128], "kernels": {ours: {"ms": 1.0, "tflops": 1000.0},
+                                                   PEER_LABELS["fa4"]: {"ms": 1.5, "tflops": 666.0},
+                                                   PEER_LABELS["cudnn-fp8-kernel"]: {"ms": 1.1, "tflops": 909.0}}},
+        {"shape": [1, 40, 1024, 128], "kernels": {ours: {"ms": 0.2, "tflops": 42.0},
+                                                   PEER_LABELS["fa4"]: {"error": "RuntimeError: boom"}}},
+    ]}
+    table = B.markdown_table(results).splitlines()
+    assert table[0] == "| kernel | B1 H40 S7680 D128 | B1 H40 S1024 D128 |"
+    row = next(line for line in table if line.startswith(f"| {ours} "))
+    assert "1.00 ms, 1000 TFLOP/s, 1.50x FA4, 1.10x cuDNN FP8" in row
+    assert "0.20 ms, 42 TFLOP/s |" in row  # no peer timed at that shape: no ratio
+    assert any("n/a: RuntimeError: boom" in line for line in table)
+
+
+def test_length_sweep_replaces_the_shapes(monkeypatch, capsys):
+    monkeypatch.setattr(B.torch.cuda, "is_available", lambda: False)  # stop right after the arguments
+    seen = {}
+    real = B.argparse.ArgumentParser.parse_args
+
+    def spy(self, argv=None, namespace=None):
+        seen["args"] = real(self, argv, namespace)
+        return seen["args"]
+
+    monkeypatch.setattr(B.argparse.ArgumentParser, "parse_args", spy)
+    assert B.main(["--length-sweep"]) == 2
+    assert seen["args"].shapes == [(1, 40, s, 128) for s in B.LENGTH_SWEEP]
+    assert B.LENGTH_SWEEP[0] == 1024 and 7680 in B.LENGTH_SWEEP and B.LENGTH_SWEEP[-1] == 131072
+    assert "needs a CUDA GPU" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        B.main(["--shapes", "1x40x7680"])  # BxHxSxD
