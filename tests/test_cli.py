@@ -43,6 +43,18 @@ def test_generate_writes_mp4_in_process(tmp_path, capsys, mode):
         assert "self-attention in mode direct-p ran on kernel reference" in printed
 
 
+def test_generate_on_the_trained_model_reads_its_video_back(tmp_path, capsys):
+    # the README's first command, in process: the default model and mode, the model's geometry
+    assert cli.main(["generate", "--prompt", "a red ball moving right", "--out", str(tmp_path / "v.mp4")]) == 0
+    printed = capsys.readouterr().out
+    assert "read back: red ball moving right (matches the prompt)" in printed
+    assert "smoke model" not in printed
+    assert cli.main(["generate", "--prompt", "a red car at sunset", "--out", str(tmp_path / "w.mp4"), *SMALL]) == 0
+    printed = capsys.readouterr().out
+    assert "names no shape" in printed and "knows only the prompts of the world" in printed
+    assert "read back" not in printed
+
+
 def test_generate_console_script(tmp_path):
     exe = shutil.which("wan-fp4")
     if exe is None:

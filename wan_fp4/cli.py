@@ -391,7 +391,29 @@ def cmd_generate(args, parser, argv) -> int:
                            f"expected {args.frames} of {args.height}x{args.width}")
     print(f"wrote {path} ({frames.shape[0]} frames, {args.height}x{args.width}, {args.fps} fps)")
     _smoke_note(info)
+    _world_note(args, frames)
     return 0
+
+
+def _world_note(args, frames) -> None:
+    """On the embedded trained model: what the adherence detector reads back from the video, or
+    that the prompt lies outside the only world the model knows."""
+    from .pipelines import world
+    from .pipelines.trained import is_trained_model
+
+    if not is_trained_model(args.model):
+        return
+    try:
+        world.parse_prompt(args.prompt)
+    except ValueError as exc:
+        print(f"note: {exc}: model {args.model!r} knows only the prompts of the world it was trained on, "
+              "like \"a red ball moving right\" (grammar: wan_fp4/pipelines/world.py)")
+        return
+    from .eval import adherence
+
+    seen = adherence.read(frames)
+    verdict = "matches the prompt" if seen.matches(args.prompt)["all"] else "does NOT match the prompt"
+    print(f"read back: {seen.colour} {seen.shape} moving {seen.direction} ({verdict})")
 
 
 # --------------------------------------------------------------------------- drift
