@@ -1,0 +1,71 @@
+"""scripts/sm90_sass_profile.py's library (wan_fp4/eval/sass_profile.py): SASS parsing and the
+main-loop analysis on a hand-written listing, then the real sm90 kernel compiled on the CPU."""
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from wan_fp4.eval import sass_profile as sp
+
+LISTING = """
+        /*0000*/                   S2R R0, SR_TID.X ;                         /* 0x0000000000007919 */
+        /*0010*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;              /* 0x0000000000007b1d */
+        /*0020*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4], R0 ; /* 0x0 */
+        /*0030*/              @!P0 BRA 0x100 ;                                /* 0x0 */
+        /*0040*/                   QGMMA.64x128x32.F32.E4M3.E4M3 R24, gdesc[UR8], RZ, !UPT ; /* 0x0 */
+        /*0050*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;            /* 0x0 */
+        /*0060*/               @P1 BRA 0x90 ;                                 /* 0x0 */
+        /*0070*/                   FMUL R2, R2, R3 ;                          /* 0x0 */
+        /*0080*/                   FMUL R4, R4, R3 ;                          /* 0x0 */
+        /*0090*/                   FFMA.SAT R5, R24, R6, R7 ;                 /* 0x0 */
+        /*00a0*/                   FADD R5, R5, 98304 ;                       /* 0x0 */
+        /*00b0*/                   PRMT R8, R5, 0x40, R9 ;                    /* 0x0 */
+        /*00c0*/               @P2 BRA 0x20 ;                                 /* 0x0 */
+        /*00d0*/                   EXIT ;                                     /* 0x0 */
+        /*0100*/                   NANOSLEEP.SYNCS 0x989680 ;                 /* 0x0 */
+        /*0110*/                   BRA 0x0 ;                                  /* 0x0 */
+"""
+
+
+def test_parse_and_main_loop_on_a_listing():
+    instrs = sp.parse_sass(LISTING)
+    assert [i.op for i in instrs[:3]] == ["S2R", "BAR.SYNC.DEFER_BLOCKING", "SYNCS.PHASECHK.TRANS64.TRYWAIT"]
+    assert instrs[3].pred == "@!P0" and instrs[3].args == "0x100"
+    loop = sp.main_loop(instrs)
+    # the conditional back edge at 0xc0 closes the loop; the unconditional BRA 0x0 (a retry path) does not
+    assert (loop.start, loop.end) == (0x20, 0xC0)
+    assert loop.tensor_ops == {"QGMMA.64x128x32.F32.E4M3.E4M3": 1}
+    assert loop.all_counts["FMUL"] == 2 and loop.steady_counts["FMUL"] == 0  # skipped by @P1 BRA 0x90
+    assert loop.steady_counts["FFMA.SAT"] == 1 and loop.steady_counts["FFMA"] == 0
+    assert loop.steady_counts["PRMT"] == 1 and loop.steady_counts["wgmma"] == 1
+    assert [(lo, hi) for lo, hi, _ in loop.skipped] == [(0x70, 0x90)]
+
+
+def test_no_wgmma_loop_is_an_error():
+    with pytest.raises(ValueError, match="no loop with wgmma"):
+        sp.main_loop(sp.parse_sass(LISTING.replace("QGMMA", "IMAD")))
+
+
+def test_resources_line():
+    line = "  REG:168 STACK:0 SHARED:1024 LOCAL:0 CONSTANT[0]:1300 TEXTURE:0"
+    assert sp.resources(line) == {"reg": 168, "stack": 0, "shared_static": 1024, "local": 0}
+    with pytest.raises(ValueError, match="resource"):
+        sp.resources("nothing here")
+
+
+def test_profile_of_the_compiled_sm90_kernel():
+    if importlib.util.find_spec("cutlass") is None:
+        pytest.skip("nvidia-cutlass-dsl is not installed")
+    if sp.find_cuobjdump() is None:
+        pytest.skip("no cuobjdump (CUDA toolkit or triton) to disassemble the cubin")
+    prof = sp.profile("direct-p", 128)
+    loop = prof["loop"]
+    assert prof["spill_instrs"] == 0 and prof["resources"]["local"] == 0
+    assert prof["tiles_per_iteration"] == 2  # the loop body handles key tiles in pairs
+    # per tile: 4 QK k-steps (D=128) + 4 PV k-steps, PV N = 128 + 8 ones rows; one FFMA.SAT per score
+    assert loop.steady_counts["wgmma"] == 16
+    assert loop.tensor_ops == {"QGMMA.64x136x32.F32.E4M3.E4M3": 8, "QGMMA.64x128x32.F32.E4M3.E4M3": 8}
+    assert loop.steady_counts["FFMA.SAT"] == 2 * 64
+    assert prof["dynamic_smem"] is not None and prof["dynamic_smem"] > 64 * 128  # at least Q's tile
+    assert "wgmma" in sp.table(prof)
