@@ -44,9 +44,9 @@ CLASSES = (
     ("uniform (U*)", lambda op, base: base.startswith("U") or base == "R2UR" or base == "S2UR"),
     ("int/move/pred", lambda op, base: base in ("IMAD", "IADD3", "VIADD", "LOP3", "ISETP", "SHF", "LEA", "MOV",
                                                "SEL", "IABS", "P2R", "R2P", "PLOP3", "S2R", "CS2R", "VIMNMX",
-                                               "IMNMX", "LEA.HI", "FLO", "POPC", "BMSK", "SGXT")),
+                                               "IMNMX", "FLO", "POPC", "BMSK", "SGXT")),
     ("branch/control", lambda op, base: base in ("BRA", "EXIT", "BSSY", "BSYNC", "CALL", "RET", "NOP", "YIELD",
-                                                "ELECT", "ACQBULK", "ENDCOLLECTIVE", "BREAK", "WARPSYNC")),
+                                                "ELECT", "ACQBULK", "ENDCOLLECTIVE", "BREAK")),
 )
 
 
