@@ -152,15 +152,7 @@ class Trainer:
         start = time.time()
         deadline = min(deadline, start + cfg.vae_budget_s - elapsed)
         self._event(f"vae: from step {step} ({elapsed:.0f} s trained)")
-        while time.time() < deadline:
-            terms = self._vae_loss(vae, *self._vae_batch(gen, dev))
-            opt.zero_grad(set_to_none=True)
-            terms.pop("loss").backward()
-            torch.nn.utils.clip_grad_norm_(vae.parameters(), 1.0)
-            opt.step()
-            step += 1
-            if step % cfg.log_every == 0:
-                self._log_vae("vae", step, terms)
+        step = self._vae_steps("vae", vae, list(vae.parameters()), opt, gen, step, deadline)
         elapsed += time.time() - start
         torch.save({"model": vae.state_dict(), "opt": opt.state_dict(), "step": step, "elapsed": elapsed}, path)
         if elapsed >= cfg.vae_budget_s:
@@ -178,10 +170,21 @@ class Trainer:
         latent_l2 = mean.float().pow(2).mean()
         return {"loss": l1 + l2 + self.config.vae_latent_l2 * latent_l2, "l1": l1, "l2": l2, "latent_l2": latent_l2}
 
-    def _log_vae(self, key: str, step: int, terms: dict) -> None:
-        row = {"step": step, **{k: float(v.detach()) for k, v in terms.items() if k != "loss"}, "time": time.time()}
-        self.history.setdefault(key, []).append(row)
-        self.log(f"{key} step {step}: l1 {row['l1']:.4f} l2 {row['l2']:.5f} latent l2 {row['latent_l2']:.3f}")
+    def _vae_steps(self, key: str, vae, params: list, opt, gen: torch.Generator, step: int, deadline: float) -> int:
+        """Optimise `params` of the VAE on fresh batches until `deadline`, logging under
+        history[key] ("vae", or "decoder" with the encoder frozen); returns the step reached."""
+        while time.time() < deadline:
+            terms = self._vae_loss(vae, *self._vae_batch(gen, self.device), frozen_encoder=key == "decoder")
+            opt.zero_grad(set_to_none=True)
+            terms.pop("loss").backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            step += 1
+            if step % self.config.log_every == 0:
+                row = {"step": step, **{k: float(v.detach()) for k, v in terms.items()}, "time": time.time()}
+                self.history.setdefault(key, []).append(row)
+                self.log(f"{key} step {step}: l1 {row['l1']:.4f} l2 {row['l2']:.5f} latent l2 {row['latent_l2']:.3f}")
+        return step
 
     def finetune_decoder(self, budget_s: float) -> None:
         """Train the frozen VAE's decoder alone for `budget_s` seconds more: sharper frames (the
@@ -191,7 +194,7 @@ class Trainer:
         if self.stage == "vae":
             raise RuntimeError("finetune_decoder needs a finished VAE (the vae stage is not done)")
         state = torch.load(self.dir / "vae_done.pt", map_location=dev)
-        vae = self._frozen_vae()
+        vae = self._frozen_vae(state)
         params = list(vae.decoder.parameters()) + list(vae.post_quant_conv.parameters())
         for p in params:
             p.requires_grad_(True)
@@ -201,20 +204,10 @@ class Trainer:
         step = rows[-1]["step"] if rows else 0
         gen = torch.Generator().manual_seed(cfg.seed + 700 + step)
         self._event(f"decoder: fine-tuning from step {step} for {budget_s:.0f} s")
-        deadline = time.time() + budget_s
-        while time.time() < deadline:
-            terms = self._vae_loss(vae, *self._vae_batch(gen, dev), frozen_encoder=True)
-            opt.zero_grad(set_to_none=True)
-            terms.pop("loss").backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
-            step += 1
-            if step % cfg.log_every == 0:
-                self._log_vae("decoder", step, terms)
+        step = self._vae_steps("decoder", vae, params, opt, gen, step, time.time() + budget_s)
         vae.eval().requires_grad_(False)
         torch.save({**state, "model": vae.state_dict()}, self.dir / "vae_done.pt")
-        self.history["vae_roundtrip"] = self.vae_roundtrip(vae)
-        self._event(f"decoder: done at step {step}; round trip read back: {self.history['vae_roundtrip']['accuracy']}")
+        self._record_roundtrip(vae, f"decoder: done at step {step}")
         self._save_json("history.json", self.history)
 
     def _vae_batch(self, gen: torch.Generator, dev) -> tuple[torch.Tensor, torch.Tensor]:
@@ -249,9 +242,12 @@ class Trainer:
         vae.register_to_config(latents_mean=[float(v) for v in mean], latents_std=[float(v) for v in std])
         torch.save({"model": vae.state_dict(), "config": dict(vae.config), "step": step},
                    self.dir / "vae_done.pt")
-        self._event(f"vae: done at step {step}; latent std per channel {[round(float(v), 3) for v in std]}")
+        self._record_roundtrip(vae, f"vae: done at step {step}; latent std per channel "
+                                    f"{[round(float(v), 3) for v in std]}")
+
+    def _record_roundtrip(self, vae, done: str) -> None:
         self.history["vae_roundtrip"] = self.vae_roundtrip(vae)
-        self._event(f"vae: round trip read back by the detector: {self.history['vae_roundtrip']['accuracy']}")
+        self._event(f"{done}; round trip read back by the detector: {self.history['vae_roundtrip']['accuracy']}")
 
     @torch.no_grad()
     def vae_roundtrip(self, vae, clips: int = 64) -> dict:
@@ -271,8 +267,10 @@ class Trainer:
         return {"clips": clips, "accuracy": result.accuracy, "fill_quartiles": quartiles,
                 "failures": result.failures[:8]}
 
-    def _frozen_vae(self):
-        state = torch.load(self.dir / "vae_done.pt", map_location=self.device)
+    def _frozen_vae(self, state: dict | None = None):
+        """The finished VAE, from vae_done.pt (or its already loaded `state`), frozen."""
+        if state is None:
+            state = torch.load(self.dir / "vae_done.pt", map_location=self.device)
         vae = self.parts["vae"]
         vae.load_state_dict(state["model"])
         vae.register_to_config(latents_mean=state["config"]["latents_mean"],
