@@ -37,6 +37,10 @@ def main(argv=None) -> int:
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     info = model_info(args.model)
+    missing = [k for k in ("height", "width", "frames", "steps") if k not in info.defaults]
+    if missing:
+        ap.error(f"--model {args.model!r} sets no default {', '.join(missing)} ({info.defaults_source}); "
+                 "the strip draws at the geometry a model was trained at")
     geometry = {k: info.defaults[k] for k in ("height", "width", "frames", "steps")}
     prompts = [p.strip() for p in args.prompts.split("|") if p.strip()]
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]

@@ -399,7 +399,7 @@ def _world_note(args, frames) -> None:
     """On the embedded trained model: what the adherence detector reads back from the video, or
     that the prompt lies outside the only world the model knows."""
     from .pipelines import world
-    from .pipelines.trained import is_trained_model
+    from .pipelines.trained import DEFAULT_PROMPT, is_trained_model
 
     if not is_trained_model(args.model):
         return
@@ -407,7 +407,7 @@ def _world_note(args, frames) -> None:
         world.parse_prompt(args.prompt)
     except ValueError as exc:
         print(f"note: {exc}: model {args.model!r} knows only the prompts of the world it was trained on, "
-              "like \"a red ball moving right\" (grammar: wan_fp4/pipelines/world.py)")
+              f"like {DEFAULT_PROMPT!r} (grammar: wan_fp4/pipelines/world.py)")
         return
     from .eval import adherence
 
