@@ -73,7 +73,7 @@ def denoise(model, call, kw, steps=STEPS):
 
 
 def graph_breaks():
-    return dict(counters["graph_break"])
+    return {**counters["graph_break"], **counters["unimplemented"]}
 
 
 def test_fixture_takes_the_gpu_selection_path(gpu_dispatch):

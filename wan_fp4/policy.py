@@ -121,7 +121,8 @@ class Policy:
         sets it before each transformer call), else the layer's own."""
         if self.step_bf16:
             return "bf16", self.fp4
-        return call_modes[is_cross]
+        # a branch, not call_modes[is_cross]: dynamo in torch 2.11 raises on a bool tuple index
+        return call_modes[1] if is_cross else call_modes[0]
 
     # ----------------------------------------------------------------- steps
     def set_step(self, step: int | None, num_steps: int | None) -> None:

@@ -95,7 +95,9 @@ def compiled(transformer: torch.nn.Module, settings: CompileSettings):
     finally:
         dynamo_log.removeHandler(handler)
         _uncompile(transformer)
-        breaks = counters["graph_break"]
+        # a break dynamo cannot resume from ("skipping the function and falling back to eager") is
+        # counted under "unimplemented", not "graph_break"; both leave code outside the graph
+        breaks = {**counters["graph_break"], **counters["unimplemented"]}
         report.graphs = int(counters["stats"]["unique_graphs"])
         report.graph_breaks = int(sum(breaks.values()))
         report.graph_break_reasons = [reason.splitlines()[0][:300] for reason in list(breaks)[:5]]
