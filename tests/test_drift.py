@@ -1,5 +1,6 @@
 """`wan-fp4 drift`: the metrics, the settings, the run protocol and the report files."""
 import json
+import math
 
 import numpy as np
 import pytest
@@ -172,6 +173,22 @@ def test_prompt_accuracy_section_on_tiny(tmp_path):
         assert [r["prompt"] for r in acc["videos"][mode]] == accuracy_prompts(2)
         assert f"| {mode} |" in md.split("## Prompt accuracy")[1]
     assert "only meaningful on the embedded trained model" in md and "noise" in acc["note"]
+    # every other arm's videos are compared with bf16's of the same prompt and seed
+    assert set(acc["frames_vs_bf16"]) == set(MODES) - {"bf16"}
+    for mode, spread in acc["frames_vs_bf16"].items():
+        per_video = sorted(r["psnr_vs_bf16"] for r in acc["videos"][mode])
+        assert spread["videos"] == 2 and spread["min_db"] == per_video[0]
+        assert spread["p25_db"] <= spread["median_db"] <= spread["p75_db"]
+    assert "Frames vs bf16" in md
+
+
+def test_psnr_spread_orders_identical_videos_last():
+    from wan_fp4.eval.drift import psnr_spread
+
+    assert psnr_spread([]) is None
+    s = psnr_spread([math.inf, 20.0, math.inf, 30.0, 25.0])
+    assert (s["videos"], s["identical"], s["min_db"]) == (5, 2, 20.0)
+    assert (s["p25_db"], s["median_db"], s["p75_db"]) == (25.0, 30.0, math.inf)
 
 
 def test_accuracy_prompts_spread_over_the_world():

@@ -178,9 +178,11 @@ def validate(n: int = 240, seed: int = 20261130, size: int = world.REFERENCE_SIZ
 
 
 def generate_and_read(pipe, prompts: list[str], seeds=(0, 1), *, height: int, width: int, frames: int,
-                      steps: int, guidance: float = 5.0, batch: int = 16, progress=None) -> list[dict]:
+                      steps: int, guidance: float = 5.0, batch: int = 16, progress=None,
+                      on_video=None) -> list[dict]:
     """Generate every prompt with every seed (one torch.Generator per video, so a video does not
-    depend on the batch it ran in), read each back, and return one row per video."""
+    depend on the batch it ran in), read each back, and return one row per video. on_video(row,
+    video) may add entries to a row (video: (F, H, W, C) floats in [0, 1])."""
     import torch
 
     jobs = [(p, s) for s in seeds for p in prompts]
@@ -194,6 +196,8 @@ def generate_and_read(pipe, prompts: list[str], seeds=(0, 1), *, height: int, wi
         for (prompt, seed), video in zip(chunk, out):
             reading = read(video)
             rows.append({"prompt": prompt, "seed": seed, "read": asdict(reading), **reading.matches(prompt)})
+            if on_video is not None:
+                on_video(rows[-1], video)
         if progress is not None:
             progress(len(rows), len(jobs))
     return rows

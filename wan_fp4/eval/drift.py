@@ -351,8 +351,11 @@ def prompt_accuracy(pipe, cfg: DriftConfig, progress: bool = True, peers=None) -
 
     prompts = accuracy_prompts(cfg.accuracy_prompts)
     out = {"note": ACCURACY_NOTE, "prompts": len(prompts), "seeds": list(cfg.accuracy_seeds),
-           "steps": cfg.max_steps, "modes": {}, "videos": {}}
-    measured = arms(cfg, pipe.transformer.config.num_layers, peers or {})
+           "steps": cfg.max_steps, "modes": {}, "videos": {}, "frames_vs_bf16": {}}
+    # bf16 first: its videos (8-bit, as a saved video would hold them) are the control that every
+    # other arm's same prompt and seed is compared with
+    measured = sorted(arms(cfg, pipe.transformer.config.num_layers, peers or {}), key=lambda a: a.label != "bf16")
+    control = {}
     total = len(prompts) * len(cfg.accuracy_seeds) * len(measured)
     with tqdm(total=total, desc="prompt accuracy", unit="video", disable=not progress) as bar:
         for arm in measured:
@@ -363,11 +366,18 @@ def prompt_accuracy(pipe, cfg: DriftConfig, progress: bool = True, peers=None) -
                 bar.update(n - done[0])
                 done[0] = n
 
+            def against_control(row, video, label=arm.label):
+                key, frames8 = (row["prompt"], row["seed"]), _eight_bit(video)
+                if label == "bf16":
+                    control[key] = frames8
+                elif key in control:
+                    row["psnr_vs_bf16"] = M.psnr(frames8 / 255.0, control[key] / 255.0)["mean"]
+
             try:
                 with P.applied(pipe, arm.policy, cfg.cross_attention, arm.handlers(cfg.cross_attention)):
                     rows = generate_and_read(pipe, prompts, cfg.accuracy_seeds, height=cfg.height,
                                              width=cfg.width, frames=cfg.frames, steps=cfg.max_steps,
-                                             guidance=cfg.guidance, progress=advance)
+                                             guidance=cfg.guidance, progress=advance, on_video=against_control)
             except RUN_ERRORS as exc:  # as in the runs: NaN and the error, the other rows still come
                 print(f"prompt accuracy of {arm.label} failed: {type(exc).__name__}: {exc}", flush=True)
                 bar.update(len(prompts) * len(cfg.accuracy_seeds) - done[0])
@@ -377,7 +387,29 @@ def prompt_accuracy(pipe, cfg: DriftConfig, progress: bool = True, peers=None) -
                 continue
             out["modes"][arm.label] = accuracy(rows)
             out["videos"][arm.label] = rows
+            spread = psnr_spread([r["psnr_vs_bf16"] for r in rows if "psnr_vs_bf16" in r])
+            if spread is not None:
+                out["frames_vs_bf16"][arm.label] = spread
     return out
+
+
+def _eight_bit(video):
+    import numpy as np
+
+    return np.round(np.clip(np.asarray(video, dtype=np.float64), 0.0, 1.0) * 255.0).astype(np.uint8)
+
+
+def psnr_spread(values: list[float]) -> dict | None:
+    """Median and quartiles of per-video PSNRs (identical videos count as +inf); None for none."""
+    import numpy as np
+
+    if not values:
+        return None
+    v = np.asarray(values, dtype=np.float64)
+    # "nearest": order statistics, since interpolating between two identical videos (inf) gives NaN
+    q25, q50, q75 = np.percentile(v, [25, 50, 75], method="nearest")
+    return {"videos": len(values), "median_db": float(q50), "p25_db": float(q25), "p75_db": float(q75),
+            "min_db": float(v.min()), "identical": int(np.isinf(v).sum())}
 
 
 def build_report(pipe, cfg: DriftConfig, *, info, device, dtype: str, command: str,

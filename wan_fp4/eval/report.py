@@ -165,7 +165,9 @@ def drift_summary(report: dict) -> str:
         up = fmt(r.get("speedup_vs_stock"), 3) if timed else "n/a"
         lines.append(f"policy {r['policy']:<40} speed-up {up:>7}  rel-L2 {fmt(r.get('rel_l2'))}")
     for mode, a in ((report.get("accuracy") or {}).get("modes") or {}).items():
-        lines.append(f"prompt accuracy {mode:<14} all three {fmt(a['all'], 3)}")
+        f = ((report.get("accuracy") or {}).get("frames_vs_bf16") or {}).get(mode)
+        lines.append(f"prompt accuracy {mode:<14} all three {fmt(a['all'], 3)}"
+                     + (f"  frames vs bf16 median PSNR {fmt(f['median_db'], 3)} dB" if f else ""))
     for name, why in ((report.get("peers") or {}).get("skipped") or {}).items():
         lines.append(f"peer {name} skipped: {why}")
     if not timed:
@@ -219,10 +221,19 @@ def _policy_section(report, timed: bool) -> list[str]:
 def _accuracy_section(acc) -> list[str]:
     lines = ["## Prompt accuracy", "", acc["note"], "",
              f"{acc['prompts']} prompts x seeds {acc['seeds']}, {acc['steps']} steps, per mode:", "",
-             "| mode | colour | shape | direction | all three |", "|---|---:|---:|---:|---:|"]
+             "| mode | colour | shape | direction | all three | frames vs bf16: PSNR median (quartiles), worst |",
+             "|---|---:|---:|---:|---:|---|"]
+    spreads = acc.get("frames_vs_bf16") or {}
     for mode, a in acc["modes"].items():
+        f = spreads.get(mode)
+        vs = (f"{fmt(f['median_db'], 3)} dB ({fmt(f['p25_db'], 3)}-{fmt(f['p75_db'], 3)}), {fmt(f['min_db'], 3)}"
+              if f else ("control" if mode == "bf16" else "n/a"))
         lines.append(f"| {mode} | {fmt(a['colour'], 3)} | {fmt(a['shape'], 3)} | {fmt(a['direction'], 3)} | "
-                     f"{fmt(a['all'], 3)} |")
+                     f"{fmt(a['all'], 3)} | {vs} |")
+    if spreads:
+        lines += ["", "Frames vs bf16: each video against bf16's video of the same prompt and seed (8-bit "
+                  "frames), over all the videos above; a spread over many trajectories, where the drift "
+                  "table follows one."]
     failed = [f"{mode}: {a['error']}" for mode, a in acc["modes"].items() if a.get("error")]
     return lines + ([""] + [f"Failed: {'; '.join(failed)}"] if failed else []) + [""]
 
