@@ -22,6 +22,17 @@ def test_table_states_ratios_against_fa4_and_the_cudnn_fp8_kernel():
     assert any("n/a: RuntimeError: boom" in line for line in table)
 
 
+def test_table_lists_a_kernel_that_ran_nowhere_once_under_it():
+    ours, other = "wan_fp4 direct-p [sm90-cute]", "wan_fp4 direct-p [sm100-cute]"
+    skip = {"skipped": "the sm100 FP4 kernel implements mode 'direct-p-fp4' only"}
+    results = {"shapes": [{"shape": [1, 40, s, 128], "kernels": {ours: {"ms": 1.0, "tflops": 9.0}, other: skip}}
+                          for s in (1024, 4096)]}
+    table = B.markdown_table(results).splitlines()
+    assert not any(line.startswith(f"| {other} ") for line in table)
+    assert table.count(f"not run: {other}: {skip['skipped']}") == 1
+    assert any(line.startswith(f"| {ours} ") for line in table)
+
+
 def test_length_sweep_replaces_the_shapes(monkeypatch, capsys):
     monkeypatch.setattr(B.torch.cuda, "is_available", lambda: False)  # stop right after the arguments
     seen = {}

@@ -148,7 +148,11 @@ def markdown_table(results):
         labels += [k for k in e["kernels"] if k not in labels]
     head = "| kernel | " + " | ".join("B{} H{} S{} D{}".format(*e["shape"]) for e in shapes) + " |"
     lines = [head, "|---" * (len(shapes) + 1) + "|"]
+    # a kernel that ran at no shape gets one line under the table, not a row of n/a cells
+    idle = [label for label in labels if not any("tflops" in e["kernels"].get(label, {}) for e in shapes)]
     for label in labels:
+        if label in idle:
+            continue
         cells = []
         for e in shapes:
             r = e["kernels"].get(label, {})
@@ -159,6 +163,9 @@ def markdown_table(results):
             else:
                 cells.append("n/a: " + (r.get("skipped") or r.get("error") or "not run")[:60])
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    for label in idle:
+        r = next((e["kernels"][label] for e in shapes if label in e["kernels"]), {})
+        lines.append(f"\nnot run: {label}: {r.get('skipped') or r.get('error') or 'not run'}")
     return "\n".join(lines)
 
 
