@@ -211,3 +211,58 @@ def test_accuracy_defaults_on_only_for_the_trained_model(tmp_path, monkeypatch):
     (weights / "model_index.json").write_text("{}")
     assert trained.is_trained_model(str(weights)) is True and trained.is_trained_model("tiny") is True
     assert trained.is_trained_model(str(tmp_path)) is False and trained.is_trained_model("tiny-random") is False
+
+
+def test_stacks_run_as_arms_and_leave_the_weights_as_they_were(tmp_path, monkeypatch):
+    # float8 linears need an sm89+ GPU; a stand-in stack that scales the block linears' weights
+    # stands for it, so this checks the plumbing: every part runs the stack, and undoes it.
+    from wan_fp4.eval import stacks as S
+
+    entered = []
+
+    class Scaled:
+        def __init__(self, transformer, linears):
+            self.targets = [m for _, m in S.float8_targets(transformer)] or [
+                m for m in transformer.blocks.modules() if isinstance(m, torch.nn.Linear)]
+
+        def __enter__(self):
+            entered.append(len(self.targets))
+            self.saved = [m.weight for m in self.targets]
+            for m in self.targets:
+                m.weight = torch.nn.Parameter(m.weight.detach() * 1.05)
+
+        def __exit__(self, *exc):
+            for m, w in zip(self.targets, self.saved):
+                m.weight = w
+            return False
+
+    monkeypatch.setattr(S, "Linears", Scaled)
+    monkeypatch.setattr(S, "check_available", lambda linears, device: None)
+    out = tmp_path / "stacks"
+    argv = ["drift", "--model", "tiny-random", "--steps", "1,2", "--height", "32", "--width", "32", "--frames", "5",
+            "--modes", "bf16,direct-p", "--stacks", "float8-linears,direct-p+float8-linears", "--peers", "none",
+            "--policies", "none", "--capture-steps", "none", "--time-repeats", "0",
+            "--accuracy", "on", "--accuracy-prompts", "2", "--accuracy-seeds", "0", "--out", str(out)]
+    assert cli.main(argv) == 0
+    data = json.loads((out / "drift.json").read_text())
+    runs = {(r["mode"], r["steps"]): r for r in data["runs"]}
+    for stack in ("float8-linears", "direct-p+float8-linears"):
+        assert runs[(stack, 2)]["rel_l2"] > 0  # the scaled weights moved the latent
+        assert stack in data["accuracy"]["modes"] and stack in data["accuracy"]["frames_vs_bf16"]
+    # stock attention under the stack, direct-p under the other
+    assert "direct-p" not in json.dumps(runs[("float8-linears", 2)]["kernels"])
+    assert "direct-p" in json.dumps(runs[("direct-p+float8-linears", 2)]["kernels"])
+    assert len(entered) == 2 * 2 + 2  # two step counts and the accuracy videos, per stack
+    # the arms after the stacks and the controls saw the original weights: bf16 is still exact
+    assert runs[("bf16", 2)]["rel_l2"] == 0
+
+
+def test_stacks_must_be_known_and_run_here():
+    with pytest.raises(ValueError, match="stacks: unknown"):
+        DriftConfig(stacks=("int4-linears",))
+    with pytest.raises(ValueError, match="stacks has duplicates"):
+        DriftConfig(stacks=("float8-linears", "float8-linears"))
+    from wan_fp4.eval.drift import StackUnavailable, check_stacks
+
+    with pytest.raises(StackUnavailable, match="CUDA GPU"):
+        check_stacks(("direct-p+float8-linears",), "cpu")

@@ -174,6 +174,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="attention kernels that are not ours, measured like a mode (e.g. cudnn-fp8: cuDNN FP8 "
                         "SDPA, CUDA sm90+ with cudnn-frontend), or 'none'; a peer named here must run here "
                         "(default: cudnn-fp8 where it runs, else the report says why it was skipped)")
+    d.add_argument("--stacks", type=_none_or(_csv("stacks")), default=None,
+                   help="speed-up stacks of the latency tool run like a mode: float8-linears, "
+                        "direct-p+float8-linears (torchao float8 linears, CUDA sm89+); a stack named here must "
+                        "run here (default: none)")
     d.add_argument("--policies", type=_none_or(_csv("policies")), default=None,
                    help="policies to measure for drift and speed, or 'none' (default: the four of "
                         "wan_fp4.eval.policies.DEFAULT_POLICIES)")
@@ -440,13 +444,17 @@ def cmd_drift(args, parser, argv) -> int:
             capture_layers=args.capture_layers, capture_kinds=tuple(args.capture_kinds),
             capture_gib=args.capture_gib, capture_rows=args.capture_rows, decode_steps=args.decode_steps,
             accuracy=accuracy, accuracy_prompts=args.accuracy_prompts, accuracy_seeds=args.accuracy_seeds,
-            peers=None if args.peers is None else tuple(args.peers))
+            peers=None if args.peers is None else tuple(args.peers), stacks=tuple(args.stacks or ()))
     except ValueError as exc:
         parser.error(str(exc))
-    try:  # before the model loads: a peer that cannot run here must not cost a load
+    try:  # before the model loads: a peer or stack that cannot run here must not cost a load
         peers = D.select_peers(cfg.peers, device)
     except D.PeerUnavailable as exc:
         parser.error(f"--peers: {exc} (leave it out, or --peers none)")
+    try:
+        D.check_stacks(cfg.stacks, device)
+    except D.StackUnavailable as exc:
+        parser.error(f"--stacks: {exc}")
     pipe = _load(args, parser, info, device)
     try:
         report = D.build_report(pipe, cfg, info=info, device=device, dtype=args.dtype, command=_command(argv),

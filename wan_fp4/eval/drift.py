@@ -29,6 +29,7 @@ from ..geometry import check_geometry
 from ..modes import MODES, check_mode
 from . import metrics as M
 from .policies import DEFAULT_POLICIES, POLICIES
+from .stacks import StackUnavailable  # noqa: F401  (what check_stacks raises)
 
 DEFAULT_PROMPT = ("A red vintage car drives along a winding coastal road at sunset, with ocean waves "
                   "below and natural camera motion.")
@@ -79,6 +80,7 @@ class DriftConfig:
     accuracy_prompts: int | None = None
     accuracy_seeds: tuple = DEFAULT_ACCURACY_SEEDS
     peers: tuple | None = None
+    stacks: tuple = ()
 
     def __post_init__(self):
         from .capture import KINDS
@@ -124,6 +126,11 @@ class DriftConfig:
                 raise ValueError(f"peers: unknown {unknown}; known: {', '.join(usable)}")
             if len(set(self.peers)) != len(self.peers):
                 raise ValueError(f"peers has duplicates: {self.peers}")
+        unknown = [n for n in self.stacks if n not in stack_variants()]
+        if unknown:
+            raise ValueError(f"stacks: unknown {unknown}; known: {', '.join(stack_variants())}")
+        if len(set(self.stacks)) != len(self.stacks):
+            raise ValueError(f"stacks has duplicates: {self.stacks}")
 
     @property
     def max_steps(self) -> int:
@@ -141,6 +148,21 @@ class DriftConfig:
         n = self.max_steps
         return sorted({(0 if s == "first" else n - 1) if s in CAPTURE_STEP_WORDS else s % n
                        for s in self.capture_steps})
+
+
+def stack_variants() -> dict:
+    """The latency tool's stack variants ({name: Variant}), which a drift report can run as arms."""
+    from .variants import VARIANTS
+
+    return {name: v for name, v in VARIANTS.items() if v.kind == "stack"}
+
+
+def check_stacks(names, device) -> None:
+    """Raise stacks.StackUnavailable naming what `device` lacks for any of the stacks `names`."""
+    from .stacks import check_available
+
+    for linears in {stack_variants()[n].linears for n in names}:
+        check_available(linears, device)
 
 
 class PeerUnavailable(ValueError):
@@ -167,6 +189,15 @@ class Arm:
     label: str
     policy: object = None
     peer: Callable | None = None
+    linears: str | None = None  # a stack's linears, swapped in for the arm's runs
+
+    def weights(self, transformer):
+        """Context for the arm's runs: the stack's linears in place of the transformer's, or nothing."""
+        import contextlib
+
+        from .stacks import Linears
+
+        return contextlib.nullcontext() if self.linears is None else Linears(transformer, self.linears)
 
     def handlers(self, cross_attention: bool) -> list:
         """Fresh tap handlers for one run: the peer on self-attention, cross too when asked, as the
@@ -179,11 +210,13 @@ class Arm:
 
 
 def arms(cfg: DriftConfig, num_layers: int, peers: dict) -> list[Arm]:
-    """The modes of `cfg`, then the peers ({name: fn}) as "peer:<name>"."""
+    """The modes of `cfg`, then the peers ({name: fn}) as "peer:<name>", then the stacks."""
     from . import policies as P
 
+    stacks = [stack_variants()[n] for n in cfg.stacks]
     return ([Arm(m, policy=P.mode_policy(m, num_layers)) for m in cfg.modes]
-            + [Arm(PEER_PREFIX + n, peer=fn) for n, fn in peers.items()])
+            + [Arm(PEER_PREFIX + n, peer=fn) for n, fn in peers.items()]
+            + [Arm(v.name, policy=v.mode and P.mode_policy(v.mode, num_layers), linears=v.linears) for v in stacks])
 
 
 def tokens(pipe, cfg: DriftConfig) -> int:
@@ -254,8 +287,9 @@ def run_modes(pipe, cfg: DriftConfig, bar, plan=None, peers=None):
             mode = arm.label
             bar.set_postfix_str(f"{steps} steps, {mode}")
             try:
-                r = P.run(pipe, cfg, steps, arm.policy, decode=decode,
-                          tap_handlers=arm.handlers(cfg.cross_attention))
+                with arm.weights(pipe.transformer):
+                    r = P.run(pipe, cfg, steps, arm.policy, decode=decode,
+                              tap_handlers=arm.handlers(cfg.cross_attention))
             except RUN_ERRORS as exc:
                 runs.append(failed_row(steps=steps, mode=mode, exc=exc))
                 bar.update()
@@ -374,7 +408,8 @@ def prompt_accuracy(pipe, cfg: DriftConfig, progress: bool = True, peers=None) -
                     row["psnr_vs_bf16"] = M.psnr(frames8 / 255.0, control[key] / 255.0)["mean"]
 
             try:
-                with P.applied(pipe, arm.policy, cfg.cross_attention, arm.handlers(cfg.cross_attention)):
+                with arm.weights(pipe.transformer), \
+                        P.applied(pipe, arm.policy, cfg.cross_attention, arm.handlers(cfg.cross_attention)):
                     rows = generate_and_read(pipe, prompts, cfg.accuracy_seeds, height=cfg.height,
                                              width=cfg.width, frames=cfg.frames, steps=cfg.max_steps,
                                              guidance=cfg.guidance, progress=advance, on_video=against_control)
@@ -431,7 +466,8 @@ def build_report(pipe, cfg: DriftConfig, *, info, device, dtype: str, command: s
     plan = capture_plan(pipe, cfg)
     policies = P.resolve(cfg.policies, num_layers)
     n_policy_runs = len(policies) + (1 if policies and cfg.policy_step_count not in cfg.steps else 0)
-    with tqdm(total=len(cfg.steps) * (1 + len(cfg.modes) + len(peer_fns)) + n_policy_runs, desc="drift",
+    with tqdm(total=len(cfg.steps) * (1 + len(cfg.modes) + len(peer_fns) + len(cfg.stacks)) + n_policy_runs,
+              desc="drift",
               unit="run", disable=not progress) as bar:
         runs, frames, controls, cap = run_modes(pipe, cfg, bar, plan, peer_fns)
         policy_rows = run_policies(pipe, cfg, policies, controls, bar) if policies else []
