@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 WITHOUT_DIFFUSERS = r'''
@@ -40,11 +42,6 @@ def test_public_names():
         assert hasattr(wan_fp4, name), name
 
 
-# Files hashed into the prebuilt kernels' manifest (kernels/*/aot.py SOURCES): editing one
-# without a GPU rebuild invalidates the shipped kernels, so their own copies stay, checked equal.
-HASHED_COPIES = {("kernels/sm90/kernel.py", "TILE_N"), ("kernels/sm90/kernel.py", "LN2")}
-
-
 def test_shared_constants_are_defined_once():
     """Every constant of wan_fp4.modes is defined there only: no module binds the same name
     (or its _private twin) to its own value at module level (wrapping the imported constant,
@@ -68,13 +65,26 @@ def test_shared_constants_are_defined_once():
                     isinstance(n, ast.Name) and n.id == name for n in ast.walk(node.value))
                 if name in shared and not wraps:
                     found.add((rel, t.id))
-    assert found - HASHED_COPIES == set(), "define these in wan_fp4/modes.py and import them"
-    for rel, name in HASHED_COPIES:
-        ns: dict = {}
-        src = (pkg / rel).read_text()
-        line = next(x for x in src.splitlines() if x.startswith(f"{name} = "))
-        exec(line.split("#")[0], {"math": __import__("math")}, ns)
-        assert ns[name] == getattr(modes, name), f"{rel}: {name} differs from wan_fp4.modes"
+    assert found == set(), "define these in wan_fp4/modes.py and import them"
+
+
+@pytest.mark.parametrize("family", ["sm90", "sm100"])
+def test_prebuilt_key_covers_the_modes_constants_its_kernel_imports(family):
+    """A constant a hashed kernel source imports from wan_fp4.modes is baked into the prebuilt
+    cubin, so its value must be part of the artifact's key (Prebuilt.extra_key): otherwise a
+    change in modes.py would leave stale prebuilt kernels in use."""
+    import ast
+    import importlib
+
+    aot = importlib.import_module(f"wan_fp4.kernels.{family}.aot")
+    imported = set()
+    for name in aot.SOURCES:
+        for node in ast.walk(ast.parse((aot.PKG / name).read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level > 0 and (node.module or "").endswith("modes"):
+                imported |= {a.name for a in node.names}
+    key = aot.PREBUILT.extra_key() if aot.PREBUILT.extra_key else ""
+    keyed = {part.split("=")[0] for part in key.split(";") if part}
+    assert imported <= keyed, f"add {sorted(imported - keyed)} to {family}/aot.py's modes_key"
 
 
 def test_comments_cite_only_files_in_the_repo():

@@ -1,9 +1,8 @@
 """Attention modes and their numeric parameters (docs/NUMERICS.md).
 
 Every constant that the reference and the kernels must agree on lives here, so that a kernel
-cannot drift from the reference by a copied literal. The one exception is kernels/sm90/kernel.py,
-whose bytes key the prebuilt sm90a kernels: it keeps its own TILE_N and LN2 until the next
-rebuild, and tests/test_package.py checks them equal to these.
+cannot drift from the reference by a copied literal. A prebuilt kernel's key includes the values
+of the constants its sources import from here (kernels/aot.py, modes_key).
 """
 from __future__ import annotations
 

@@ -240,6 +240,18 @@ def bind(so_path: Path, name: str) -> Shim:
     return Shim(lib, load, run, tuple(sig))
 
 
+def modes_key(*names: str) -> Callable[[], str]:
+    """A Prebuilt.extra_key over wan_fp4.modes constants that a kernel bakes into its cubin (they
+    live outside the hashed sources, so their values are part of the artifact's key)."""
+
+    def key() -> str:
+        from .. import modes
+
+        return ";".join(f"{n}={getattr(modes, n)!r}" for n in names)
+
+    return key
+
+
 # ------------------------------------------------------------------------- one arch's loader
 @dataclass
 class Prebuilt:

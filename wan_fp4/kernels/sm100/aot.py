@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..aot import Prebuilt, export as _export
+from ..aot import Prebuilt, export as _export, modes_key
 
 PKG = Path(__file__).resolve().parent
 NAME = "wan_fp4_direct_p_fp4_sm100a"
@@ -25,16 +25,10 @@ SOURCES = ("kernel.py", "ptx.py", "compile.py", "tmem_plan.py")
 SIGNATURE = ("void*",) * 9 + ("int32_t",) * 7 + ("float",) * 4 + ("int32_t", "stream")
 
 
-def _modes_key() -> str:
-    """kernel.py bakes these wan_fp4.modes constants into the cubin: part of the artifact's key."""
-    from ... import modes
-
-    names = ("FP4_SCALE_SHIFT", "LOG2_6", "NEAREST_POW2_BIAS", "P_BLOCK", "TILE_M", "TILE_N")
-    return ";".join(f"{n}={getattr(modes, n)!r}" for n in names)
-
-
+# the wan_fp4.modes constants kernel.py bakes into the cubin
 PREBUILT = Prebuilt(arch="sm100a", gpu_arch="sm_100a", family="sm100", src_dir=PKG, sources=SOURCES,
-                    extra_key=_modes_key)
+                    extra_key=modes_key("FP4_SCALE_SHIFT", "LOG2_6", "NEAREST_POW2_BIAS", "P_BLOCK", "TILE_M",
+                                        "TILE_N"))
 OUT_DIR = PREBUILT.directory
 
 

@@ -2,7 +2,8 @@
 wan_fp4/kernels/aot.py (export, C shim, manifest/hash check, first-use link, ctypes, JIT fallback).
 
 Artifacts: wan_fp4/kernels/prebuilt/sm90a/ (scripts/build_prebuilt.py --only sm90), one kernel per
-(mode, D) with the mode's default_config, keyed by the hash of kernel.py, ptx.py, compile.py and layout.py.
+(mode, D) with the mode's default_config, keyed by the hash of kernel.py, ptx.py, compile.py,
+layout.py and the constants kernel.py imports from wan_fp4.modes.
 Other configs get their own names (kernel_name), so experiments can be built ahead of time too
 (build_prebuilt.py --sm90-config ... --out DIR) and loaded from another folder.
 WAN_FP4_SM90_PREBUILT=0 (or WAN_FP4_PREBUILT=0) disables the prebuilt path.
@@ -11,13 +12,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..aot import Prebuilt, bind, cuda_home, link_shim  # noqa: F401 - re-exported for callers/tests
+from ..aot import Prebuilt, bind, cuda_home, link_shim, modes_key  # noqa: F401 - re-exported for callers/tests
 from .config import default_config
 
 PKG = Path(__file__).resolve().parent
 # the sources whose change invalidates a prebuilt kernel
 SOURCES = ("kernel.py", "ptx.py", "compile.py", "layout.py")
-PREBUILT = Prebuilt(arch="sm90a", gpu_arch="sm_90a", family="sm90", src_dir=PKG, sources=SOURCES)
+# the wan_fp4.modes constants kernel.py bakes into the cubin
+PREBUILT = Prebuilt(arch="sm90a", gpu_arch="sm_90a", family="sm90", src_dir=PKG, sources=SOURCES,
+                    extra_key=modes_key("DIRECT_P_ONE", "DIRECT_P_SLOPE", "FP8_P_SCALE", "LN2", "TILE_N"))
 # the wrapper's parameters as the launcher passes them: q, k, vt, o, lse, sq, sk, sv; b, h, s_q, s_kv; c; stream
 SIGNATURE = ("void*",) * 8 + ("int32_t",) * 4 + ("float", "stream")
 

@@ -1,8 +1,8 @@
 """sm_90a forward attention in the CuTe DSL: modes "direct-p" and "fp8" (docs/NUMERICS.md).
 
-Structure (DESIGN §4): one CTA per (128-query tile, head, batch); warp group 0 is the producer
-(one warp issues TMA for Q, K and the K-major V^T), warp groups 1..n_wg are consumers, each owning
-64 query rows. Per 128-key tile a consumer does
+Structure (docs/ARCHITECTURE.md, "Kernel families"): one CTA per (128-query tile, head, batch);
+warp group 0 is the producer (one warp issues TMA for Q, K and the K-major V^T), warp groups
+1..n_wg are consumers, each owning 64 query rows. Per 128-key tile a consumer does
     S = Q K^T                (FP8 wgmma m64n128k32 e4m3, smem x smem)
     qk = sq * sk * c         (one scalar per tile: scale blocks are 128 wide)
     online max on raw S (m = fl(max S * qk)); alpha = 2^(m_old - m_new) only where it moved
@@ -24,6 +24,7 @@ wgmma computes the denominator l = sum of the same E4M3 values in acc column D.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import cuda.bindings.driver as cuda
 import cutlass
@@ -34,13 +35,14 @@ import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass import Float32, Int32, const_expr
 from cutlass.cute.nvgpu import cpasync, warpgroup
 
+from ...modes import DIRECT_P_ONE, DIRECT_P_SLOPE, FP8_P_SCALE, LN2, TILE_N
 from .ptx import ex2_approx, fma_f32, fma_sat_f32, lg2_approx, mul_f32, pack_e4m3x4, pack_low_bytes
 
 F8 = cutlass.Float8E4M3FN
-TILE_N = 128  # keys per tile (= the K scale block)
 WG_M = 64  # query rows per consumer warp group
-LN2 = math.log(2.0)
-MAGIC_S = 98304.0  # 1.5 * 2^16: added to t/128 in [0, 1], rounds t to an integer (rne) in the low mantissa bits
+LOG2_P_SCALE = math.log2(FP8_P_SCALE)  # P carries a factor 256 in both modes (direct-p: byte 120 = 256)
+SAT_SPAN = 128.0  # FFMA.SAT clamps to [0, 1]: t is computed divided by this, so [0, 1] holds t in [0, 128]
+MAGIC_S = 1.5 * 2.0**16  # added to t/128 in [0, 1], rounds t to an integer (rne) in the low mantissa bits
 
 
 def _tree_max(vals):
@@ -49,6 +51,23 @@ def _tree_max(vals):
         vals = [cute.arch.fmax(vals[i], vals[i + 1]) for i in range(0, len(vals) - 1, 2)] + (
             [vals[-1]] if len(vals) % 2 else [])
     return vals[0]
+
+
+class Regs(NamedTuple):
+    """A consumer warp group's register tensors, handed to the per-tile helpers by name."""
+
+    acc_s: cute.Tensor  # S = Q K^T of the current tile, then its P codes in place
+    acc_t: cute.Tensor  # PV of the tiles since the last fold (zero-initialised per fold)
+    acc_o: cute.Tensor  # FP32 output accumulator
+    r_p: cute.Tensor  # P bytes: the PV wgmma's A operand
+    r_p32: cute.Tensor  # r_p as Int32 words ((1,2,2),1,4): (row half, k half, k32 block)
+    tSrQ: cute.Tensor  # Q fragments (MMA, 1, KB, n_wg)
+    tSrK: cute.Tensor  # K fragments (MMA, 1, KB, stages)
+    tOrV: cute.Tensor  # V^T fragments (MMA, 1, KB, stages)
+    m_run: cute.Tensor  # running row max, log2 units (two row halves)
+    l_run: cute.Tensor  # fp8 only: running sum of p (direct-p: acc column D)
+    alpha_r: cute.Tensor  # the last softmax's rescale per row half
+    alpha_p: cute.Tensor  # rescale acc_o still owes (since the last fold)
 
 
 class Sm90Attention:
@@ -255,20 +274,20 @@ class Sm90Attention:
         l_run.fill(0.0)
 
         hq = cons_q.wait_and_advance()
-        st = (acc_s, acc_t, acc_o, r_p, r_p32, tSrQ, tSrK, tOrV, m_run, l_run, alpha_r, alpha_p)
+        regs = Regs(acc_s, acc_t, acc_o, r_p, r_p32, tSrQ, tSrK, tOrV, m_run, l_run, alpha_r, alpha_p)
         if const_expr(self.overlap):
             # QK(0) and softmax(0), then tiles in pairs so that the accumulate/fold flags are
             # compile-time per position.
             hk = cons_k.wait_and_advance()
-            self.issue_qk(mma_qk, st, wgc, hk.index)
+            self.issue_qk(mma_qk, regs, wgc, hk.index)
             warpgroup.wait_group(0)
             hk.release()
-            self.softmax(st, 0, n_tiles, s_kv, sqc * mSk[0, (hh, bb)], quad)
-            self.merge(st, False)
+            self.softmax(regs, 0, n_tiles, s_kv, sqc * mSk[0, (hh, bb)], quad)
+            self.merge(regs, False)
             if const_expr(self.pingpong):
                 if wgc == 1:
                     self.let_other_issue(0)  # warp group 0 issues first
-            args = (mma_qk, mma_pv, st, wgc, n_tiles, s_kv, sqc, mSk, hh, bb, quad)
+            args = (mma_qk, mma_pv, regs, wgc, n_tiles, s_kv, sqc, mSk, hh, bb, quad)
             # pipeline waits stay in this body (their state is loop-carried here, not in helpers)
             for p2 in cutlass.range((n_tiles - 1) // 2, unroll=1):
                 hv = cons_v.wait_and_advance()
@@ -290,16 +309,16 @@ class Sm90Attention:
         else:
             for n in cutlass.range(n_tiles, unroll=1):
                 hk = cons_k.wait_and_advance()
-                self.issue_qk(mma_qk, st, wgc, hk.index)
+                self.issue_qk(mma_qk, regs, wgc, hk.index)
                 warpgroup.wait_group(0)
                 hk.release()
-                self.softmax(st, n, n_tiles, s_kv, sqc * mSk[n, (hh, bb)], quad)
-                self.merge(st, False)
+                self.softmax(regs, n, n_tiles, s_kv, sqc * mSk[n, (hh, bb)], quad)
+                self.merge(regs, False)
                 hv = cons_v.wait_and_advance()
-                self.issue_pv(mma_pv, st, hv.index, False)
+                self.issue_pv(mma_pv, regs, hv.index, False)
                 warpgroup.wait_group(0)
                 hv.release()
-                self.promote(st)
+                self.promote(regs)
 
         # ---------------- epilogue: O = acc * sv / l, BF16, rows past s_q clipped
         gO = mO[None, None, (hh, bb)]
@@ -311,13 +330,13 @@ class Sm90Attention:
                 l_tot = l_run[hf]
                 l_tot = l_tot + cute.arch.shuffle_sync_bfly(l_tot, offset=1)
                 l_tot = l_tot + cute.arch.shuffle_sync_bfly(l_tot, offset=2)
-                l_tot = l_tot * 256.0
+                l_tot = l_tot * FP8_P_SCALE
             inv_l = cute.arch.rcp_approx(l_tot)
             r = row0 + 8 * hf
             if r < s_q:
                 if quad == 0:
                     # natural-log LSE; l_tot carries the factor 256 of P in both modes
-                    mL[r, (hh, bb)] = LN2 * (m_run[hf] + lg2_approx(l_tot) - 8.0)
+                    mL[r, (hh, bb)] = LN2 * (m_run[hf] + lg2_approx(l_tot) - LOG2_P_SCALE)
                 for j in cutlass.range_constexpr(self.d // 8):
                     for cc in cutlass.range_constexpr(2):
                         col = 8 * j + 2 * quad + cc
@@ -336,8 +355,8 @@ class Sm90Attention:
         cute.arch.barrier_arrive(barrier_id=1 + other, number_of_threads=256)
 
     @cute.jit
-    def issue_qk(self, mma_qk, st, wgc, stage):
-        acc_s, tSrQ, tSrK = st[0], st[5], st[6]
+    def issue_qk(self, mma_qk, regs, wgc, stage):
+        acc_s, tSrQ, tSrK = regs.acc_s, regs.tSrQ, regs.tSrK
         atom = cute.make_mma_atom(mma_qk.op)  # a fresh atom: its ACCUMULATE flag is local state
         warpgroup.fence()
         for kb in cutlass.range_constexpr(cute.size(tSrQ, mode=[2])):
@@ -346,9 +365,9 @@ class Sm90Attention:
         warpgroup.commit_group()
 
     @cute.jit
-    def issue_pv(self, mma_pv, st, stage, accumulate):
+    def issue_pv(self, mma_pv, regs, stage, accumulate):
         """acc_t (+)= P V over one key tile; accumulate (compile-time) keeps acc_t's earlier tile."""
-        acc_t, r_p, tOrV = st[1], st[3], st[7]
+        acc_t, r_p, tOrV = regs.acc_t, regs.r_p, regs.tOrV
         atom = cute.make_mma_atom(mma_pv.op)
         warpgroup.fence()
         for kb in cutlass.range_constexpr(cute.size(r_p, mode=[2])):
@@ -357,7 +376,7 @@ class Sm90Attention:
         warpgroup.commit_group()
 
     @cute.jit
-    def step(self, mma_qk, mma_pv, st, wgc, n_tiles, s_kv, sqc, mSk, hh, bb, quad, hv, hk,
+    def step(self, mma_qk, mma_pv, regs, wgc, n_tiles, s_kv, sqc, mSk, hh, bb, quad, hv, hk,
              n, accumulate, fold_now):
         """PV of tile n (V stage hv) and, if hk is given (K stage of tile n + 1), QK + softmax of
         tile n + 1.
@@ -374,40 +393,40 @@ class Sm90Attention:
                 # only after PV(n) retired, so one P buffer suffices. fp8's exp2 work overlaps
                 # PV(n) this way; for direct-p ptxas still waits for PV(n) first, as the row
                 # max's temporaries need the registers PV(n) is reading (BENCHMARKS.md).
-                self.issue_qk(mma_qk, st, wgc, hk.index)
-                self.issue_pv(mma_pv, st, hv.index, accumulate)
+                self.issue_qk(mma_qk, regs, wgc, hk.index)
+                self.issue_pv(mma_pv, regs, hv.index, accumulate)
                 self.hand_over(wgc, False, False)
                 warpgroup.wait_group(1)  # groups complete in order: S(n+1) is ready
                 hk.release()
-                self.codes(st, n + 1, n_tiles, s_kv, qk, quad)
+                self.codes(regs, n + 1, n_tiles, s_kv, qk, quad)
                 warpgroup.wait_group(0)
                 self.hand_over(wgc, False, True)
                 hv.release()
-                self.pack(st)
+                self.pack(regs)
                 if const_expr(fold_now):
-                    self.promote(st)
+                    self.promote(regs)
             else:
-                self.issue_pv(mma_pv, st, hv.index, accumulate)
-                self.issue_qk(mma_qk, st, wgc, hk.index)
+                self.issue_pv(mma_pv, regs, hv.index, accumulate)
+                self.issue_qk(mma_qk, regs, wgc, hk.index)
                 self.hand_over(wgc, False, False)
                 warpgroup.wait_group(1)
                 hv.release()
                 if const_expr(fold_now):
-                    self.promote(st)
+                    self.promote(regs)
                 warpgroup.wait_group(0)
                 self.hand_over(wgc, False, True)
                 hk.release()
-                self.softmax(st, n + 1, n_tiles, s_kv, qk, quad)
-            self.merge(st, not fold_now)
+                self.softmax(regs, n + 1, n_tiles, s_kv, qk, quad)
+            self.merge(regs, not fold_now)
         else:
             if const_expr(self.pingpong):
                 self.wait_my_turn(wgc)
-            self.issue_pv(mma_pv, st, hv.index, accumulate)
+            self.issue_pv(mma_pv, regs, hv.index, accumulate)
             self.hand_over(wgc, True, False)
             warpgroup.wait_group(0)
             self.hand_over(wgc, True, True)
             hv.release()
-            self.promote(st)
+            self.promote(regs)
 
     @cute.jit
     def hand_over(self, wgc, last, done):
@@ -424,12 +443,12 @@ class Sm90Attention:
                 self.let_other_issue(1 - wgc)
 
     @cute.jit
-    def promote(self, st):
+    def promote(self, regs):
         """acc = acc * alpha + tile. FP8 wgmma accumulates with reduced precision, so a long
         in-place accumulation (l grows to ~256 S) loses bits; the tile sum is zero-initialised
         and added here in FP32. alpha (the product of the rescales since the last fold) is
         exactly 1 when the row max did not move."""
-        acc_t, acc_o, alpha_p = st[1], st[2], st[11]
+        acc_t, acc_o, alpha_p = regs.acc_t, regs.acc_o, regs.alpha_p
         for hf in cutlass.range_constexpr(2):
             for j in cutlass.range_constexpr(self.dv // 8):
                 for cc in cutlass.range_constexpr(2):
@@ -438,11 +457,11 @@ class Sm90Attention:
             alpha_p[hf] = Float32(1.0)
 
     @cute.jit
-    def merge(self, st, pending):
+    def merge(self, regs, pending):
         """Take the last softmax's rescale alpha into the output's books: acc_o owes it (applied
         at the next fold) and, when acc_t holds a finished tile not yet folded (pending,
         compile-time), that tile is rescaled now, before the next PV accumulates into it."""
-        acc_t, alpha_r, alpha_p = st[1], st[10], st[11]
+        acc_t, alpha_r, alpha_p = regs.acc_t, regs.alpha_r, regs.alpha_p
         for hf in cutlass.range_constexpr(2):
             if alpha_r[hf] != Float32(1.0):
                 alpha_p[hf] = alpha_p[hf] * alpha_r[hf]
@@ -452,17 +471,17 @@ class Sm90Attention:
                             acc_t[cc + 2 * hf + 4 * j] = acc_t[cc + 2 * hf + 4 * j] * alpha_r[hf]
 
     @cute.jit
-    def softmax(self, st, n, n_tiles, s_kv, qk, quad):
+    def softmax(self, regs, n, n_tiles, s_kv, qk, quad):
         """Scores of tile n -> online max, alpha, and the P bytes in the A-operand registers."""
-        self.codes(st, n, n_tiles, s_kv, qk, quad)
-        self.pack(st)
+        self.codes(regs, n, n_tiles, s_kv, qk, quad)
+        self.pack(regs)
 
     @cute.jit
-    def codes(self, st, n, n_tiles, s_kv, qk, quad):
+    def codes(self, regs, n, n_tiles, s_kv, qk, quad):
         """Scores of tile n (in acc_s) -> online max, alpha, and each score's P code in place:
         direct-p a float whose low mantissa byte is the E4M3 byte, fp8 the value 256 p.
         qk = sq * sk * c of this tile (exact product of powers of two and c)."""
-        acc_s, m_run, l_run, alpha_r = st[0], st[8], st[9], st[10]
+        acc_s, m_run, l_run, alpha_r = regs.acc_s, regs.m_run, regs.l_run, regs.alpha_r
         if n == n_tiles - 1:
             # keys past s_kv do not exist: probability 0
             for j in cutlass.range_constexpr(TILE_N // 8):
@@ -490,8 +509,8 @@ class Sm90Attention:
                 # [0, 128] (NaN and -inf to 0), then + 1.5*2^16 rounds t/128 to a multiple of 2^-7,
                 # i.e. t to an integer (rne), which lands in the low mantissa byte. The top clamp
                 # at 120 is never needed: t <= 120 + 8 ulp(m) + ulp(120)/2 < 120.5 for |m| < 2^19.
-                bias_s = fma_f32(m_new, -8.0, 120.0) * (1.0 / 128.0)
-                qk_s = qk * (8.0 / 128.0)
+                bias_s = fma_f32(m_new, -DIRECT_P_SLOPE, float(DIRECT_P_ONE)) * (1.0 / SAT_SPAN)
+                qk_s = qk * (DIRECT_P_SLOPE / SAT_SPAN)
                 for j in cutlass.range_constexpr(TILE_N // 8):
                     for cc in cutlass.range_constexpr(2):
                         i = cc + 2 * hf + 4 * j
@@ -505,14 +524,14 @@ class Sm90Attention:
                         # ex2.approx(fl(s qk - m)): NUMERICS allows ex2.approx's few ulp
                         p = ex2_approx(fma_f32(acc_s[i], qk, neg_m))
                         lsum = lsum + p
-                        acc_s[i] = p * 256.0
+                        acc_s[i] = p * FP8_P_SCALE
                 l_run[hf] = l_run[hf] + lsum
 
     @cute.jit
-    def pack(self, st):
+    def pack(self, regs):
         """The codes in acc_s -> E4M3 bytes in the PV wgmma's A registers (register order; the
         keys' order is SIGMA, matched by V^T's layout)."""
-        acc_s, r_p32 = st[0], st[4]
+        acc_s, r_p32 = regs.acc_s, regs.r_p32
         for hf in cutlass.range_constexpr(2):
             for kb in cutlass.range_constexpr(TILE_N // 32):
                 for g in cutlass.range_constexpr(2):

@@ -5,7 +5,7 @@ The wgmma accumulator of S = Q K^T gives each thread the score columns {8j + 2t,
 32-key block. The kernel packs each thread's own scores into its A registers in order (no
 shuffles), so A column k of a 32-key block holds the score of key SIGMA[k]; V^T column k must
 then hold key SIGMA[k] too. In direct-p, 8 rows are appended (row D = E4M3 1.0, rows D+1.. = 0)
-so that the PV product also yields l = sum of the same E4M3 P values (DESIGN §4).
+so that the PV product also yields l = sum of the same E4M3 P values.
 
 The quantisation pre-pass writes this layout directly (`v_layout_args`); `sm90_v_layout` converts
 a plain V^T (the definition the pre-pass is tested against).
