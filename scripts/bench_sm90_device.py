@@ -67,7 +67,7 @@ def do_bench(shapes, configs):
             ops = prepare_fp8(q, k, v, **v_layout_args(mode))
             out = torch.empty(b, s, h, d, dtype=torch.bfloat16, device="cuda")
             lse = torch.empty(b, h, s, dtype=torch.float32, device="cuda")
-            for cfg in configs:
+            for cfg in filter(lambda cfg: sm90.applies(mode, cfg), configs):
                 bench(label, f"sm90 {mode} kernel {aot.kernel_name(mode, d, cfg)[12:]}", flops,
                       lambda: sm90.launch(ops, mode, d, config=cfg, out=out, lse=lse, prebuilt=PREBUILT))
             del ops

@@ -5,7 +5,8 @@
     python scripts/build_prebuilt.py --no-link       # .h/.o + manifest only (what git tracks)
     python scripts/build_prebuilt.py --only sm90 --out DIR --sm90-config '{"pingpong": true}' ...
                                                      # experiments: D128 kernels of other
-                                                     # configs (plus the defaults) into DIR
+                                                     # configs (plus the defaults) into DIR, for
+                                                     # wan-fp4 check/bench attention --prebuilt-dir DIR
 
 Each entry compiles one kernel for its arch and exports it with `export_to_c` (a header plus an
 object holding the host launch code and the cubin; wan_fp4.kernels.aot.export loads the DSL
@@ -78,10 +79,13 @@ def main():
     ap.add_argument("--only", default=None, choices=sorted({e[1] for e in ENTRIES}), help="arch family to build")
     ap.add_argument("--no-link", action="store_true", help="export .h/.o (and the manifest) only")
     ap.add_argument("--sm90-config", action="append", default=[], type=json.loads,
-                    help="JSON options of extra sm90 D128 kernels, both modes (repeatable)")
+                    help="JSON options of extra sm90 D128 kernels, each mode they apply to (repeatable)")
     ap.add_argument("--out", type=Path, default=None, help="write into DIR instead of the package's prebuilt/")
     args = ap.parse_args()
-    entries = ENTRIES + [_sm90_entry(mode, 128, cfg) for cfg in args.sm90_config for mode in ("direct-p", "fp8")]
+    from wan_fp4.kernels.sm90 import SUPPORTED_MODES, applies
+
+    entries = ENTRIES + [_sm90_entry(mode, 128, cfg) for cfg in args.sm90_config for mode in SUPPORTED_MODES
+                         if applies(mode, cfg)]
     built: dict = {}
     for name, family, build, meta in entries:
         if args.only and family != args.only:

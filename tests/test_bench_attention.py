@@ -49,3 +49,19 @@ def test_length_sweep_replaces_the_shapes(monkeypatch, capsys):
     assert "needs a CUDA GPU" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         B.main(["--shapes", "1x40x7680"])  # BxHxSxD
+
+
+def test_sm90_configs_and_prebuilt_dir_are_parsed(monkeypatch, tmp_path):
+    monkeypatch.setattr(B.torch.cuda, "is_available", lambda: False)  # stop right after the arguments
+    seen = {}
+    real = B.argparse.ArgumentParser.parse_args
+
+    def spy(self, argv=None, namespace=None):
+        seen["args"] = real(self, argv, namespace)
+        return seen["args"]
+
+    monkeypatch.setattr(B.argparse.ArgumentParser, "parse_args", spy)
+    assert B.main(["--sm90-configs", '{"f16_bytes": true}', "--prebuilt-dir", str(tmp_path)]) == 2
+    assert seen["args"].sm90_configs == [{"f16_bytes": True}] and seen["args"].prebuilt_dir == tmp_path
+    with pytest.raises(SystemExit):
+        B.main(["--sm90-configs", "[1]"])

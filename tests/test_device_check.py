@@ -25,6 +25,17 @@ def test_every_kernel_family_has_cases(suite):
     assert [c.probe for c in D.cases("large")] == ["large"]
 
 
+def test_a_config_runs_in_the_modes_it_applies_to():
+    """check --configs '[{"f16_bytes": true}]': direct-p cases only (the fp8 kernel refuses it)."""
+    cfg = {"f16_bytes": True}
+    modes = {c.mode for c in D.cases("full", ["sm90-cute"], configs=[cfg])
+             if c.probe == "attention" and c.options.get("config") == cfg}
+    assert modes == {"direct-p"}
+    both = {c.mode for c in D.cases("full", ["sm90-cute"], configs=[{"fold": 1}])
+            if c.probe == "attention" and c.options.get("config") == {"fold": 1}}
+    assert both == {"direct-p", "fp8"}
+
+
 def test_bad_suite_and_kernel_are_refused():
     with pytest.raises(ValueError, match="suite"):
         D.cases("medium")

@@ -69,3 +69,21 @@ def test_profile_of_the_compiled_sm90_kernel():
     assert loop.steady_counts["FFMA.SAT"] == 2 * 64
     assert prof["dynamic_smem"] is not None and prof["dynamic_smem"] > 64 * 128  # at least Q's tile
     assert "wgmma" in sp.table(prof)
+
+
+def test_f16_bytes_p_path_is_one_ffma_half_an_f2fp_and_a_quarter_prmt_per_score():
+    """f16_bytes: per tile (64 scores per thread) 64 FFMA + 32 F2FP.RELU + 16 PRMT replace
+    64 FFMA.SAT + 64 FADD + 48 PRMT; nothing else in the steady loop changes, no spills."""
+    if importlib.util.find_spec("cutlass") is None:
+        pytest.skip("nvidia-cutlass-dsl is not installed")
+    if sp.find_cuobjdump() is None:
+        pytest.skip("no cuobjdump (CUDA toolkit or triton) to disassemble the cubin")
+    base = sp.profile("direct-p", 128)["loop"].steady_counts
+    prof = sp.profile("direct-p", 128, f16_bytes=True)
+    new = prof["loop"].steady_counts
+    assert prof["spill_instrs"] == 0
+    assert new.get("FFMA.SAT", 0) == 0 and base["FFMA.SAT"] == 2 * 64
+    assert new["FFMA"] - base["FFMA"] == 2 * 64
+    assert new["F2F/F2FP/I2F"] - base.get("F2F/F2FP/I2F", 0) == 2 * 32
+    assert base["PRMT"] - new["PRMT"] == 2 * 32 and base["FADD"] - new["FADD"] == 2 * 64
+    assert sum(base.values()) - sum(new.values()) == 2 * 64

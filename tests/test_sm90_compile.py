@@ -144,6 +144,18 @@ def test_other_configs_compile(cfg):
         assert re.search(r"\bbar(rier)?(\.cta)?\.arrive", ptx) and re.search(r"\bbar(rier)?(\.cta)?\.sync", ptx)
 
 
+def test_f16_bytes_compiles_to_the_relu_f16_conversion_and_is_direct_p_only():
+    ptx = ptx_of(compile_kernel("direct-p", 128, f16_bytes=True, options=KEEP))
+    assert ptx.count("cvt.rn.relu.f16x2.f32") > 0 and "fma.rn.sat.f32" not in ptx
+    assert "cvt.rn.relu" not in ptx_of(compile_kernel("direct-p", 128, options=KEEP))
+    from wan_fp4.kernels.sm90.kernel import Sm90Attention
+
+    with pytest.raises(ValueError, match="f16_bytes applies to mode 'direct-p' only"):
+        Sm90Attention("fp8", 128, f16_bytes=True)
+    assert sm90.applies("direct-p", {"f16_bytes": True}) and not sm90.applies("fp8", {"f16_bytes": True})
+    assert sm90.applies("fp8", {"f16_bytes": False, "fold": 1})
+
+
 def test_prebuilt_names_carry_the_options_that_differ_from_the_mode_default():
     from wan_fp4.kernels.sm90 import aot
 
@@ -151,6 +163,8 @@ def test_prebuilt_names_carry_the_options_that_differ_from_the_mode_default():
     assert aot.kernel_name("fp8", 128) == "wanfp4_sm90_fp8_d128"
     assert aot.kernel_name("fp8", 128, {"intra": False}) == "wanfp4_sm90_fp8_d128_intra0"
     assert aot.kernel_name("direct-p", 64, {"pingpong": True, "stages": 3}) == "wanfp4_sm90_directp_d64_pingpong1_stages3"
+    assert aot.kernel_name("direct-p", 128, {"f16_bytes": True}) == "wanfp4_sm90_directp_d128_f16_bytes1"
+    assert aot.kernel_name("direct-p", 128, {"f16_bytes": False}) == "wanfp4_sm90_directp_d128"
 
 
 def test_head_dim_64_compiles():

@@ -6,6 +6,8 @@ here with triton.testing.do_bench (median, after warm-up). TFLOP/s counts 4 B H 
 Prints a Markdown table and writes a JSON with every number and the environment.
 
     wan-fp4 bench attention --json bench_attention.json     (or python scripts/bench_attention.py)
+    wan-fp4 bench attention --sm90-configs '{"f16_bytes": true}' --prebuilt-dir DIR   (sm90 variants,
+        next to the defaults, built by scripts/build_prebuilt.py --only sm90 --out DIR --sm90-config ...)
 """
 from __future__ import annotations
 
@@ -66,7 +68,16 @@ def main(argv=None):
     ap.add_argument("--check-rows", type=int, default=256, help="query rows checked against the reference")
     ap.add_argument("--rep-ms", type=int, default=1500)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--sm90-configs", nargs="+", type=json.loads, default=[], metavar="JSON",
+                    help="also time these sm90 kernel configs (options over each mode's default), in "
+                         "the modes they apply to")
+    ap.add_argument("--prebuilt-dir", type=Path, default=None,
+                    help="load the sm90 prebuilt kernels, defaults included, from DIR "
+                         "(scripts/build_prebuilt.py --only sm90 --out DIR --sm90-config ...)")
     args = ap.parse_args(argv)
+    for cfg in args.sm90_configs:
+        if not isinstance(cfg, dict):
+            ap.error(f"--sm90-configs takes JSON objects, got {cfg!r}")
     if args.length_sweep:
         args.shapes = [(1, 40, length, 128) for length in LENGTH_SWEEP]
     if not torch.cuda.is_available():
@@ -74,6 +85,11 @@ def main(argv=None):
         return 2
     torch.backends.cuda.matmul.allow_tf32 = False  # the reference's FP32 products stay FP32
     from triton.testing import do_bench
+
+    if args.prebuilt_dir is not None:
+        from wan_fp4.kernels.sm90 import aot
+
+        aot.PREBUILT.directory = args.prebuilt_dir.resolve()
 
     peers, missing = available_peers(args.peers)
     for name, why in missing.items():
@@ -94,6 +110,7 @@ def main(argv=None):
                     kernels[f"wan_fp4 {mode} [{name}]"] = (mode, lambda q, k, v, m=mode, n=name: wan_fp4.attention(q, k, v, m, kernel=n))
                 else:
                     entry["kernels"][f"wan_fp4 {mode} [{name}]"] = {"skipped": why}
+            kernels.update(sm90_variants(args.sm90_configs, q, k, v, mode))
         for label, (mode, fn) in kernels.items():
             t0 = time.time()
             check = check_against_reference(fn, q, k, v, mode, args.check_rows)
@@ -122,6 +139,24 @@ def main(argv=None):
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=1))
     return 0
+
+
+def sm90_variants(configs, q, k, v, mode):
+    """{label: (mode, fn)} of the sm90 kernel in each config that applies to `mode`. Without the DSL
+    (no JIT) each must be prebuilt: a missing one raises instead of timing something else."""
+    import importlib.util
+
+    from wan_fp4.kernels import sm90
+    from wan_fp4.kernels.sm90.aot import kernel_name
+
+    if not configs or not kernel_available("sm90-cute", q, k, v, mode)[0]:
+        return {}
+    prebuilt = None if importlib.util.find_spec("cutlass") is not None else True
+    d = q.shape[-1]
+    base = kernel_name(mode, d)
+    return {f"wan_fp4 {mode} [sm90-cute{kernel_name(mode, d, cfg)[len(base):]}]":
+            (mode, lambda q, k, v, m=mode, c=cfg: sm90.sm90_attention(q, k, v, m, config=c, prebuilt=prebuilt))
+            for cfg in configs if sm90.applies(mode, cfg)}
 
 
 def fp8_gemm(n: int = 8192):

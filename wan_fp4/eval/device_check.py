@@ -33,6 +33,7 @@ import torch
 
 from .. import reference
 from ..kernels import registry
+from ..kernels.sm90.config import applies as sm90_applies
 from ..modes import AFFINE_GENERIC, FP4Params
 from .metrics import max_abs, rel_l2
 
@@ -511,6 +512,8 @@ def _sm90(suite, configs):
     for mode in _modes("sm90-cute"):
         for i, (name, shape, rows) in enumerate(shapes):
             for cfg in (cfgs if shape[-1] == 128 else [{}]):
+                if not sm90_applies(mode, cfg):
+                    continue
                 label = name if not cfg else f"{name} cfg={json.dumps(cfg, sort_keys=True)}"
                 out.append(Case("sm90-cute", label, "attention", mode, shape, rows, tol=SM90_TOL,
                                 options={"config": cfg}, seed=20261130 + i, timeout_s=90))

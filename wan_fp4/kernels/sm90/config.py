@@ -1,12 +1,21 @@
 """The sm90 kernel's launch options: the defaults every launch and every prebuilt kernel uses."""
 from __future__ import annotations
 
-DEFAULT_CONFIG = {"n_wg": 2, "stages": 2, "overlap": True, "fold": 2}
+DEFAULT_CONFIG = {"n_wg": 2, "stages": 2, "overlap": True, "fold": 2, "f16_bytes": False}
 # Per-mode changes to DEFAULT_CONFIG, chosen by measurement (BENCHMARKS.md, sm90 config sweep):
 # fp8's exp2 work overlaps its own PV product (intra); direct-p's cheaper codes gain nothing from it.
 MODE_CONFIG = {"fp8": {"intra": True}}
+# Options only one mode has (the kernel refuses them in the other): a config list meant for both
+# modes (wan-fp4 check --configs, build_prebuilt.py --sm90-config, the benches) skips the other.
+MODE_ONLY = {"f16_bytes": "direct-p"}
 
 
 def default_config(mode: str) -> dict:
     """The kernel options `launch` uses for `mode` unless told otherwise."""
     return {**DEFAULT_CONFIG, **MODE_CONFIG.get(mode, {})}
+
+
+def applies(mode: str, config: dict) -> bool:
+    """Whether `config` (options over the mode's default_config) is a kernel of `mode`: not when
+    it turns on an option that only another mode has."""
+    return all(not val or MODE_ONLY.get(key, mode) == mode for key, val in config.items())

@@ -8,7 +8,9 @@ warp group 0 is the producer (one warp issues TMA for Q, K and the K-major V^T),
     online max on raw S (m = fl(max S * qk)); alpha = 2^(m_old - m_new) only where it moved
     P bytes                  direct-p: FFMA.SAT(S, qk/16, fl(120 - 8m)/128) = clamp(t, 0, 128)/128
                              with t = fma(S, 8 qk, bias) exactly (power-of-two scaling), + 1.5*2^16
-                             (rne to an integer in the low mantissa byte), PRMT: 2.75 instr/score
+                             (rne to an integer in the low mantissa byte), PRMT: 2.75 instr/score;
+                             f16_bytes: FMA to t * 2^-24, cvt.rn.relu.f16x2 (rne(t) in the f16
+                             subnormal bits, 0 below 0), PRMT: 1.75 instr/score
                              fp8:      E4M3(256 * ex2(fma(S, qk, -m))), l += p in FP32
     acc = acc * alpha + P V  (FP8 wgmma, P the A operand from registers, into a zeroed tile
                              accumulator of `fold` key tiles; one FFMA per element adds it into FP32)
@@ -36,13 +38,15 @@ from cutlass import Float32, Int32, const_expr
 from cutlass.cute.nvgpu import cpasync, warpgroup
 
 from ...modes import DIRECT_P_ONE, DIRECT_P_SLOPE, FP8_P_SCALE, LN2, TILE_N
-from .ptx import ex2_approx, fma_f32, fma_sat_f32, lg2_approx, mul_f32, pack_e4m3x4, pack_low_bytes
+from .ptx import (ex2_approx, fma_f32, fma_sat_f32, lg2_approx, mul_f32, pack_e4m3x4, pack_f16_low_bytes,
+                  pack_low_bytes)
 
 F8 = cutlass.Float8E4M3FN
 WG_M = 64  # query rows per consumer warp group
 LOG2_P_SCALE = math.log2(FP8_P_SCALE)  # P carries a factor 256 in both modes (direct-p: byte 120 = 256)
 SAT_SPAN = 128.0  # FFMA.SAT clamps to [0, 1]: t is computed divided by this, so [0, 1] holds t in [0, 128]
 MAGIC_S = 1.5 * 2.0**16  # added to t/128 in [0, 1], rounds t to an integer (rne) in the low mantissa bits
+F16_UNIT = 2.0**-24  # the f16 subnormal step: cvt to f16 of t * F16_UNIT rounds t to an integer (f16_bytes)
 
 
 def _tree_max(vals):
@@ -72,7 +76,7 @@ class Regs(NamedTuple):
 
 class Sm90Attention:
     def __init__(self, mode: str, head_dim: int, n_wg: int = 2, stages: int = 2, overlap: bool = True,
-                 pingpong: int = 0, fold: int = 1, intra: bool = False):
+                 pingpong: int = 0, fold: int = 1, intra: bool = False, f16_bytes: bool = False):
         if mode not in ("direct-p", "fp8"):
             raise ValueError(f"mode must be 'direct-p' or 'fp8', got {mode!r}")
         if head_dim not in (64, 128):
@@ -103,6 +107,11 @@ class Sm90Attention:
         # PV(n) is on the tensor core (see step).
         self.fold = fold
         self.intra = intra
+        # f16_bytes: direct-p's P bytes by FFMA + cvt.rn.relu.f16x2 + PRMT (1.75 instructions per
+        # score) instead of FFMA.SAT + FADD + PRMT (2.75); the same bytes (docs/NUMERICS.md)
+        if f16_bytes and not self.direct:
+            raise ValueError(f"f16_bytes applies to mode 'direct-p' only, got mode {mode!r}")
+        self.f16_bytes = bool(f16_bytes)
         self.threads = 128 * (n_wg + 1)
 
     # ------------------------------------------------------------------ host side
@@ -479,7 +488,8 @@ class Sm90Attention:
     @cute.jit
     def codes(self, regs, n, n_tiles, s_kv, qk, quad):
         """Scores of tile n (in acc_s) -> online max, alpha, and each score's P code in place:
-        direct-p a float whose low mantissa byte is the E4M3 byte, fp8 the value 256 p.
+        direct-p a float whose low mantissa byte is the E4M3 byte (f16_bytes: t * 2^-24), fp8 the
+        value 256 p.
         qk = sq * sk * c of this tile (exact product of powers of two and c)."""
         acc_s, m_run, l_run, alpha_r = regs.acc_s, regs.m_run, regs.l_run, regs.alpha_r
         if n == n_tiles - 1:
@@ -509,12 +519,23 @@ class Sm90Attention:
                 # [0, 128] (NaN and -inf to 0), then + 1.5*2^16 rounds t/128 to a multiple of 2^-7,
                 # i.e. t to an integer (rne), which lands in the low mantissa byte. The top clamp
                 # at 120 is never needed: t <= 120 + 8 ulp(m) + ulp(120)/2 < 120.5 for |m| < 2^19.
-                bias_s = fma_f32(m_new, -DIRECT_P_SLOPE, float(DIRECT_P_ONE)) * (1.0 / SAT_SPAN)
-                qk_s = qk * (DIRECT_P_SLOPE / SAT_SPAN)
-                for j in cutlass.range_constexpr(TILE_N // 8):
-                    for cc in cutlass.range_constexpr(2):
-                        i = cc + 2 * hf + 4 * j
-                        acc_s[i] = fma_sat_f32(acc_s[i], qk_s, bias_s) + MAGIC_S
+                if const_expr(self.f16_bytes):
+                    # the same t scaled by 2^-24 (exact as above; when 8 qk 2^-24 underflows,
+                    # |s 8 qk| < 2^-77, so bias = 120 = t in both paths): pack's cvt.rn.relu
+                    # to f16 rounds it to the integer rne(t) in the subnormal bits, 0 for t < 0
+                    bias_s = fma_f32(m_new, -DIRECT_P_SLOPE, float(DIRECT_P_ONE)) * F16_UNIT
+                    qk_s = qk * (DIRECT_P_SLOPE * F16_UNIT)
+                    for j in cutlass.range_constexpr(TILE_N // 8):
+                        for cc in cutlass.range_constexpr(2):
+                            i = cc + 2 * hf + 4 * j
+                            acc_s[i] = fma_f32(acc_s[i], qk_s, bias_s)
+                else:
+                    bias_s = fma_f32(m_new, -DIRECT_P_SLOPE, float(DIRECT_P_ONE)) * (1.0 / SAT_SPAN)
+                    qk_s = qk * (DIRECT_P_SLOPE / SAT_SPAN)
+                    for j in cutlass.range_constexpr(TILE_N // 8):
+                        for cc in cutlass.range_constexpr(2):
+                            i = cc + 2 * hf + 4 * j
+                            acc_s[i] = fma_sat_f32(acc_s[i], qk_s, bias_s) + MAGIC_S
             else:
                 lsum = Float32(0.0)
                 neg_m = -m_new
@@ -536,7 +557,9 @@ class Sm90Attention:
             for kb in cutlass.range_constexpr(TILE_N // 32):
                 for g in cutlass.range_constexpr(2):
                     v = [acc_s[a % 2 + 2 * hf + 4 * (4 * kb + 2 * g + a // 2)] for a in range(4)]
-                    if const_expr(self.direct):
+                    if const_expr(self.f16_bytes):
+                        r_p32[(0, hf, g), 0, kb] = pack_f16_low_bytes(v[0], v[1], v[2], v[3])
+                    elif const_expr(self.direct):
                         r_p32[(0, hf, g), 0, kb] = pack_low_bytes(v[0], v[1], v[2], v[3])
                     else:
                         r_p32[(0, hf, g), 0, kb] = pack_e4m3x4(v[0], v[1], v[2], v[3])

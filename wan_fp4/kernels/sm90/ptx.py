@@ -2,7 +2,8 @@
 
 Written as inline asm (no side effects, so the compiler may schedule them) because the exact
 instruction matters for the numerics contract (docs/NUMERICS.md): a fused FMA with one rounding,
-the magic-number round-to-nearest-even, byte packing by PRMT, and e4m3 conversion.
+the magic-number round-to-nearest-even, byte packing by PRMT, the f16-subnormal rounding, and e4m3
+conversion.
 """
 from __future__ import annotations
 
@@ -63,6 +64,23 @@ def pack_low_bytes(a, b, c, d, *, loc=None, ip=None) -> Int32:
         "prmt.b32 lo, $1, $2, 0x0040;\n"
         "prmt.b32 hi, $3, $4, 0x0040;\n"
         "prmt.b32 $0, lo, hi, 0x5410; }"
+    )
+    return Int32(_asm(T.i32(), vals, text, "=r,f,f,f,f"))
+
+
+@dsl_user_op
+def pack_f16_low_bytes(a, b, c, d, *, loc=None, ip=None) -> Int32:
+    """Low byte of cvt.rn.relu.f16(x) for four floats, packed low-to-high (a lowest): 2 F2FP + 1 PRMT.
+
+    Used on x = t * 2^-24: f16 subnormals are multiples of 2^-24, so the f16 bits are rne(t) for
+    t in [0, 2048) (the E4M3 byte for t <= 120.5), relu maps t < 0 to 0 (NaN stays NaN: 0x7fff).
+    """
+    vals = [Float32(x).ir_value(loc=loc, ip=ip) for x in (a, b, c, d)]
+    text = (
+        "{ .reg .b32 lo, hi;\n"
+        "cvt.rn.relu.f16x2.f32 lo, $2, $1;\n"
+        "cvt.rn.relu.f16x2.f32 hi, $4, $3;\n"
+        "prmt.b32 $0, lo, hi, 0x6420; }"
     )
     return Int32(_asm(T.i32(), vals, text, "=r,f,f,f,f"))
 
