@@ -33,8 +33,9 @@ def test_table_lists_a_kernel_that_ran_nowhere_once_under_it():
     assert any(line.startswith(f"| {ours} ") for line in table)
 
 
-def test_length_sweep_replaces_the_shapes(monkeypatch, capsys):
-    monkeypatch.setattr(B.torch.cuda, "is_available", lambda: False)  # stop right after the arguments
+def _spy_on_arguments(monkeypatch) -> dict:
+    """main() stops right after parsing (no GPU); the returned dict gets the parsed arguments."""
+    monkeypatch.setattr(B.torch.cuda, "is_available", lambda: False)
     seen = {}
     real = B.argparse.ArgumentParser.parse_args
 
@@ -43,6 +44,11 @@ def test_length_sweep_replaces_the_shapes(monkeypatch, capsys):
         return seen["args"]
 
     monkeypatch.setattr(B.argparse.ArgumentParser, "parse_args", spy)
+    return seen
+
+
+def test_length_sweep_replaces_the_shapes(monkeypatch, capsys):
+    seen = _spy_on_arguments(monkeypatch)
     assert B.main(["--length-sweep"]) == 2
     assert seen["args"].shapes == [(1, 40, s, 128) for s in B.LENGTH_SWEEP]
     assert B.LENGTH_SWEEP[0] == 1024 and 7680 in B.LENGTH_SWEEP and B.LENGTH_SWEEP[-1] == 131072
@@ -52,15 +58,7 @@ def test_length_sweep_replaces_the_shapes(monkeypatch, capsys):
 
 
 def test_sm90_configs_and_prebuilt_dir_are_parsed(monkeypatch, tmp_path):
-    monkeypatch.setattr(B.torch.cuda, "is_available", lambda: False)  # stop right after the arguments
-    seen = {}
-    real = B.argparse.ArgumentParser.parse_args
-
-    def spy(self, argv=None, namespace=None):
-        seen["args"] = real(self, argv, namespace)
-        return seen["args"]
-
-    monkeypatch.setattr(B.argparse.ArgumentParser, "parse_args", spy)
+    seen = _spy_on_arguments(monkeypatch)
     assert B.main(["--sm90-configs", '{"f16_bytes": true}', "--prebuilt-dir", str(tmp_path)]) == 2
     assert seen["args"].sm90_configs == [{"f16_bytes": True}] and seen["args"].prebuilt_dir == tmp_path
     with pytest.raises(SystemExit):

@@ -52,20 +52,25 @@ def lg2_approx(a, *, loc=None, ip=None) -> Float32:
     return Float32(_asm(T.f32(), vals, "lg2.approx.ftz.f32 $0, $1;", "=f,f"))
 
 
+def _pack4(floats, text, loc, ip) -> Int32:
+    """Four floats ($1..$4) -> one 32-bit register ($0) by the inline PTX `text`."""
+    vals = [Float32(x).ir_value(loc=loc, ip=ip) for x in floats]
+    return Int32(_asm(T.i32(), vals, text, "=r,f,f,f,f"))
+
+
 @dsl_user_op
 def pack_low_bytes(a, b, c, d, *, loc=None, ip=None) -> Int32:
     """Byte 0 of each of four 32-bit registers, packed low-to-high (a lowest): 3 PRMT.
 
     Used on floats r = t + 1.5*2^23 whose low mantissa byte is rne(t) (the E4M3 byte).
     """
-    vals = [Float32(x).ir_value(loc=loc, ip=ip) for x in (a, b, c, d)]
     text = (
         "{ .reg .b32 lo, hi;\n"
         "prmt.b32 lo, $1, $2, 0x0040;\n"
         "prmt.b32 hi, $3, $4, 0x0040;\n"
         "prmt.b32 $0, lo, hi, 0x5410; }"
     )
-    return Int32(_asm(T.i32(), vals, text, "=r,f,f,f,f"))
+    return _pack4((a, b, c, d), text, loc, ip)
 
 
 @dsl_user_op
@@ -75,24 +80,22 @@ def pack_f16_low_bytes(a, b, c, d, *, loc=None, ip=None) -> Int32:
     Used on x = t * 2^-24: f16 subnormals are multiples of 2^-24, so the f16 bits are rne(t) for
     t in [0, 2048) (the E4M3 byte for t <= 120.5), relu maps t < 0 to 0 (NaN stays NaN: 0x7fff).
     """
-    vals = [Float32(x).ir_value(loc=loc, ip=ip) for x in (a, b, c, d)]
     text = (
         "{ .reg .b32 lo, hi;\n"
         "cvt.rn.relu.f16x2.f32 lo, $2, $1;\n"
         "cvt.rn.relu.f16x2.f32 hi, $4, $3;\n"
         "prmt.b32 $0, lo, hi, 0x6420; }"
     )
-    return Int32(_asm(T.i32(), vals, text, "=r,f,f,f,f"))
+    return _pack4((a, b, c, d), text, loc, ip)
 
 
 @dsl_user_op
 def pack_e4m3x4(a, b, c, d, *, loc=None, ip=None) -> Int32:
     """E4M3_rne_satfinite of four floats, packed low-to-high (a lowest)."""
-    vals = [Float32(x).ir_value(loc=loc, ip=ip) for x in (a, b, c, d)]
     text = (
         "{ .reg .b16 lo, hi;\n"
         "cvt.rn.satfinite.e4m3x2.f32 lo, $2, $1;\n"
         "cvt.rn.satfinite.e4m3x2.f32 hi, $4, $3;\n"
         "mov.b32 $0, {lo, hi}; }"
     )
-    return Int32(_asm(T.i32(), vals, text, "=r,f,f,f,f"))
+    return _pack4((a, b, c, d), text, loc, ip)
