@@ -21,7 +21,7 @@ import triton.language as tl  # noqa: E402
 
 from wan_fp4.kernels import prepare  # noqa: E402
 
-if not hasattr(prepare._quant_rows_kernel, "fn") or type(prepare._quant_rows_kernel).__name__ != "InterpretedFunction":
+if not hasattr(prepare._quant_kernel, "fn") or type(prepare._quant_kernel).__name__ != "InterpretedFunction":
     # imported earlier without the interpreter (another test module): rebuild the kernels
     prepare = importlib.reload(prepare)
     if "wan_fp4.kernels.triton.attention" in sys.modules:

@@ -158,7 +158,7 @@ def quantize_fp8(q, k, v) -> FP8Operands:
 _SCORE_BOUND_SLACK = 1.01
 
 
-def check_score_range(mode: str, c: float, q8, q_scale, k8, k_scale) -> None:
+def check_score_range(mode: str, c: float, q8, q_scale, k8, k_scale, *, scale_product: float | None = None) -> None:
     """Raise ValueError if a score z = (q8 . k8) sq sk c of these FP8 operands can reach
     modes.MAX_SCORE_LOG2, beyond which the modes' FP32 arithmetic fails (wrong or NaN rows).
 
@@ -166,9 +166,13 @@ def check_score_range(mode: str, c: float, q8, q_scale, k8, k_scale) -> None:
     padded to whole blocks. The bound is Cauchy-Schwarz per head: the largest scaled code-row norm
     of Q times that of K. First from the scales alone (a code row's norm is at most 448 sqrt(D)),
     which clears ordinary inputs with one small reduction; the row norms are read only if needed.
+    scale_product: a caller's upper bound on that per-head largest q_scale x k_scale (e.g. the
+    largest Q scale times the largest K scale, read already), instead of reducing the scales here.
     """
     row_max = E4M3_MAX * math.sqrt(q8.shape[-1])
-    loose = (q_scale.double().amax(dim=-1) * k_scale.double().amax(dim=-1)).amax().item()
+    loose = scale_product
+    if loose is None:
+        loose = (q_scale.double().amax(dim=-1) * k_scale.double().amax(dim=-1)).amax().item()
     if loose * row_max * row_max * c * _SCORE_BOUND_SLACK < MAX_SCORE_LOG2:
         return
     bound = (_scaled_row_norm_max(q8, q_scale) * _scaled_row_norm_max(k8, k_scale)).amax().item()

@@ -73,20 +73,37 @@ class PreparedFP8:
     seq_kv: int
     v_perm: tuple | None = None  # v8t column j holds key 32 (j // 32) + v_perm[j % 32]
     v_ones_rows: int = 0  # rows of v8t after D (row D all E4M3 1.0, the rest 0)
+    scale_max: torch.Tensor | None = None  # (2,) float32: the largest Q and K block scales
 
-    def check_score_range(self, mode: str, scale: float) -> None:
-        """Raise before a launch whose scores would exceed what `mode`'s FP32 arithmetic
-        represents (reference.check_score_range; the reference raises for the same inputs).
+    def start_score_range_check(self, mode: str, scale: float) -> "ScoreRangeCheck":
+        """Begin `check_score_range` without waiting for the device: the two scale maxima start
+        their copy to the host, and the result's `finish()` waits for that copy alone. Queue the
+        attention kernel between the two, and the GPU never idles waiting on the host.
 
-        The check reads one number back from the device, which CUDA graph capture forbids: while
-        a graph is being captured it is skipped (logged once), so a graph captured on ordinary
-        inputs replays without it."""
+        CUDA graph capture forbids reading back: while a graph is being captured the check is
+        skipped (logged once), so a graph captured on ordinary inputs replays without it."""
         if capturing():
             if not _skipped_in_capture:
                 _skipped_in_capture.append(True)
                 log.warning("wan_fp4: the score-range check is skipped inside CUDA graph capture")
-            return
-        check_score_range(mode, log2_scale(scale), self.q8, self.q_scale, self.k8, self.k_scale)
+            return ScoreRangeCheck(None, mode, 0.0, None, None)
+        maxima = self.scale_max
+        if maxima is None:
+            maxima = torch.stack((self.q_scale.amax(), self.k_scale.amax()))
+        event = None
+        if maxima.is_cuda:
+            host = torch.empty(2, dtype=torch.float32, pin_memory=True)
+            host.copy_(maxima, non_blocking=True)
+            event = torch.cuda.Event()
+            event.record()
+            maxima = host
+        return ScoreRangeCheck(self, mode, log2_scale(scale), maxima, event)
+
+    def check_score_range(self, mode: str, scale: float) -> None:
+        """Raise before a launch whose scores would exceed what `mode`'s FP32 arithmetic
+        represents (reference.check_score_range; the reference raises for the same inputs).
+        Waits for the pre-pass; `start_score_range_check` lets a launch go first."""
+        self.start_score_range_check(mode, scale).finish()
 
     def plain_v8t(self) -> torch.Tensor:
         """v8t in the plain (B, H, D, Skv_pad) key order, whatever layout it was written in."""
@@ -108,6 +125,28 @@ class PreparedFP8:
             "v_scale": self.v_scale,
             "k_mean": self.k_mean,
         }
+
+
+@dataclass
+class ScoreRangeCheck:
+    """A score-range check under way (PreparedFP8.start_score_range_check); ops None: skipped."""
+    ops: PreparedFP8 | None
+    mode: str
+    c: float
+    maxima: torch.Tensor | None  # host copy, or on its way to the host
+    event: object
+
+    def finish(self) -> None:
+        """Raise ValueError (reference.check_score_range) if these operands' scores can leave the
+        mode's range. Ordinary inputs clear it on the scale maxima alone; only inputs the loose
+        bound cannot clear read the code rows (a blocking read, inputs far from usual ranges)."""
+        if self.ops is None:
+            return
+        if self.event is not None:
+            self.event.synchronize()
+        q_max, k_max = self.maxima.tolist()
+        o = self.ops
+        check_score_range(self.mode, self.c, o.q8, o.q_scale, o.k8, o.k_scale, scale_product=q_max * k_max)
 
 
 def key_permutation(perm, s_pad: int, device=None) -> torch.Tensor:
@@ -187,8 +226,8 @@ def _prepare_torch(q, k, v, v_perm=None, v_ones_rows=0) -> PreparedFP8:
         extra[:, :, 0] = E4M3_ONE  # keys past S_kv see P = 0, so their ones are harmless
         v8t = torch.cat([v8t, extra], dim=2)
     v8t = v8t.contiguous().view(torch.float8_e4m3fn)
-    return PreparedFP8(q8.contiguous(), k8.contiguous(), v8t, q_scale, k_scale,
-                       v_scale, k_mean, Sq, Skv, v_perm, v_ones_rows)
+    return PreparedFP8(q8.contiguous(), k8.contiguous(), v8t, q_scale, k_scale, v_scale, k_mean, Sq, Skv,
+                       v_perm, v_ones_rows, torch.stack((q_scale.amax(), k_scale.amax())))
 
 
 # ----------------------------------------------------------------------------------- Triton path
@@ -232,13 +271,12 @@ if triton is not None:
         return out
 
     @triton.jit
-    def _quant_rows_kernel(x_ptr, mean_ptr, out_ptr, scale_ptr, S, H, n_blk,
-                           sxb, sxs, sxh, sxd,
-                           D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
-                           HAS_MEAN: tl.constexpr, HW_CVT: tl.constexpr):
-        """One 128-token block of one (b, h): [subtract mean], amax, scale, cast, store (B,H,S_pad,D)."""
-        blk = tl.program_id(0)
-        bh = tl.program_id(1).to(tl.int64)  # element offsets exceed 2^31 at Wan sizes with B > 4
+    def _quant_rows_block(x_ptr, mean_ptr, out_ptr, scale_ptr, blk, bh, S, H, n_blk,
+                          sxb, sxs, sxh, sxd,
+                          D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
+                          HAS_MEAN: tl.constexpr, HW_CVT: tl.constexpr):
+        """One 128-token block of one (b, h): [subtract mean], amax, scale, cast, store
+        (B,H,S_pad,D). Returns the block's scale."""
         b = bh // H
         h = bh % H
         offs_s = blk * BLOCK_S + tl.arange(0, BLOCK_S)
@@ -256,19 +294,18 @@ if triton is not None:
         out = out_ptr + bh * s_pad * D + offs_s[:, None] * D + offs_d[None, :]
         tl.store(out, codes, mask=offs_d[None, :] < D)
         tl.store(scale_ptr + bh * n_blk + blk, scale)
+        return scale
 
     @triton.jit
-    def _quant_v_kernel(v_ptr, amax_ptr, perm_ptr, out_ptr, scale_ptr, S, H, s_pad,
-                        svb, svs, svh, svd,
-                        D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
-                        HW_CVT: tl.constexpr, PERM: tl.constexpr, ONES_ROWS: tl.constexpr,
-                        ONE_CODE: tl.constexpr):
+    def _quant_v_block(v_ptr, amax_ptr, perm_ptr, out_ptr, scale_ptr, blk, bh, S, H, s_pad,
+                       svb, svs, svh, svd,
+                       D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
+                       HW_CVT: tl.constexpr, PERM: tl.constexpr, ONES_ROWS: tl.constexpr,
+                       ONE_CODE: tl.constexpr):
         """One 128-key block of one (b, h): per-channel scale, cast, store transposed
         (B, H, D + ONES_ROWS, S_pad). PERM: output column j holds key 32 (j // 32) + perm[j % 32];
         the permutation is applied to the rows read (whole D-vectors, so the reads stay
         coalesced) and the transposed store stays in order."""
-        blk = tl.program_id(0)
-        bh = tl.program_id(1).to(tl.int64)
         b = bh // H
         h = bh % H
         offs_s = blk * BLOCK_S + tl.arange(0, BLOCK_S)
@@ -293,6 +330,31 @@ if triton is not None:
         if blk == 0:
             tl.store(scale_ptr + bh * D + offs_d, scale, mask=offs_d < D)
 
+    @triton.jit
+    def _quant_kernel(q_ptr, k_ptr, v_ptr, mean_ptr, amax_ptr, perm_ptr,
+                      q8_ptr, k8_ptr, v8_ptr, q_scale_ptr, k_scale_ptr, v_scale_ptr, scale_max_ptr,
+                      Sq, Skv, H, nq, nk,
+                      sqb, sqs, sqh, sqd, skb, sks, skh, skd, svb, svs, svh, svd,
+                      D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
+                      HW_CVT: tl.constexpr, PERM: tl.constexpr, ONES_ROWS: tl.constexpr,
+                      ONE_CODE: tl.constexpr):
+        """Q, K and V in one launch: blocks [0, nq) of axis 0 quantise Q rows, [nq, nq + nk) K rows
+        (smoothed), the rest V^T. The largest Q and K block scales go to scale_max_ptr[0:2] (zeroed
+        by the statistics pass before), for the score-range check."""
+        pid = tl.program_id(0)
+        bh = tl.program_id(1).to(tl.int64)  # element offsets exceed 2^31 at Wan sizes with B > 4
+        if pid < nq:
+            scale = _quant_rows_block(q_ptr, mean_ptr, q8_ptr, q_scale_ptr, pid, bh, Sq, H, nq,
+                                      sqb, sqs, sqh, sqd, D, BLOCK_D, BLOCK_S, False, HW_CVT)
+            tl.atomic_max(scale_max_ptr, scale)  # positive floats: order-free, so exact
+        elif pid < nq + nk:
+            scale = _quant_rows_block(k_ptr, mean_ptr, k8_ptr, k_scale_ptr, pid - nq, bh, Skv, H, nk,
+                                      skb, sks, skh, skd, D, BLOCK_D, BLOCK_S, True, HW_CVT)
+            tl.atomic_max(scale_max_ptr + 1, scale)
+        else:
+            _quant_v_block(v_ptr, amax_ptr, perm_ptr, v8_ptr, v_scale_ptr, pid - nq - nk, bh, Skv, H,
+                           nk * BLOCK_S, svb, svs, svh, svd, D, BLOCK_D, BLOCK_S, HW_CVT, PERM,
+                           ONES_ROWS, ONE_CODE)
 
     @triton.jit
     def _column_stats_kernel(k_ptr, v_ptr, ksum_ptr, vmax_ptr, S, H, n_chunks,
@@ -324,20 +386,73 @@ if triton is not None:
         tl.store(ksum_ptr + out, tl.sum(ksum, axis=0), mask=offs_d < D)
         tl.store(vmax_ptr + out, tl.max(vmax, axis=0), mask=offs_d < D)
 
+    @triton.jit
+    def _column_totals_kernel(ksum_ptr, vmax_ptr, mean_ptr, amax_ptr, scale_max_ptr, S, n_chunks,
+                              D: tl.constexpr, BLOCK_D: tl.constexpr):
+        """The chunks' partials of one (b, h) -> K mean (float64 sum / S, rounded once to float32,
+        as reference.key_mean) and V channel amax; the first program also zeroes the two
+        scale maxima the quantise kernel raises."""
+        bh = tl.program_id(0).to(tl.int64)
+        offs_d = tl.arange(0, BLOCK_D)
+        ksum = tl.zeros((BLOCK_D,), tl.float64)
+        vmax = tl.zeros((BLOCK_D,), tl.float32)
+        for c in range(0, n_chunks):
+            at = (bh * n_chunks + c) * D + offs_d
+            ksum += tl.load(ksum_ptr + at, mask=offs_d < D, other=0.0)
+            vmax = tl.maximum(vmax, tl.load(vmax_ptr + at, mask=offs_d < D, other=0.0))
+        tl.store(mean_ptr + bh * D + offs_d, (ksum / S).to(tl.float32), mask=offs_d < D)
+        tl.store(amax_ptr + bh * D + offs_d, vmax, mask=offs_d < D)
+        if bh == 0:
+            tl.store(scale_max_ptr + tl.arange(0, 2), tl.zeros((2,), tl.float32))
+
+
+_STATS_CHUNK = 512
+
+
+def _numel(shape) -> int:
+    n = 1
+    for x in shape:
+        n *= x
+    return n
+
+
+def _carve(dtype, device, *shapes) -> list:
+    """Tensors of `shapes` as views of one allocation, each starting on a 512-byte boundary (the
+    caching allocator's own alignment, so a kernel reading one sees what a separate allocation
+    would give): one allocation instead of one per small tensor."""
+    align = 512 // torch.empty((), dtype=dtype).element_size()
+    sizes = [-(-_numel(shape) // align) * align for shape in shapes]
+    buf = torch.empty(sum(sizes), dtype=dtype, device=device)
+    views, at = [], 0
+    for shape, size in zip(shapes, sizes):
+        views.append(buf[at:at + _numel(shape)].view(shape))
+        at += size
+    return views
+
+
+def _column_stats_into(k, v, k_mean, v_amax, scale_max) -> None:
+    """K mean and V channel amax, each (B, H, D) float32, written by two Triton launches (partials
+    over key chunks, then their totals): the same bits as reference.key_mean and _v_amax (the
+    partial sums are exact in float64, so their order does not matter). Also zeroes scale_max
+    (two floats, see _quant_kernel)."""
+    B, S, H, D = k.shape
+    n_chunks = -(-S // _STATS_CHUNK)
+    part = (B * H, n_chunks, D)
+    ksum, vmax = _carve(torch.float64, k.device, part, part)
+    vmax = vmax.view(-1).view(torch.float32)[: _numel(part)].view(part)  # float32, in half the room
+    block_d = triton.next_power_of_2(D)
+    _column_stats_kernel[(n_chunks, B * H)](k, v, ksum, vmax, S, H, n_chunks, *k.stride(), *v.stride(),
+                                            D=D, BLOCK_D=block_d, CHUNK=_STATS_CHUNK, ROWS=32, num_warps=4)
+    _column_totals_kernel[(B * H,)](ksum, vmax, k_mean, v_amax, scale_max, S, n_chunks,
+                                    D=D, BLOCK_D=block_d, num_warps=4)
+
 
 def _column_stats_triton(k, v):
-    """(K mean, V channel amax), each (B, H, D) float32, from one Triton pass over K and V: the
-    same bits as reference.key_mean and _v_amax (the partial sums are exact in float64)."""
-    B, S, H, D = k.shape
-    chunk = 512
-    n_chunks = -(-S // chunk)
-    ksum = torch.empty(B * H, n_chunks, D, dtype=torch.float64, device=k.device)
-    vmax = torch.empty(B * H, n_chunks, D, dtype=torch.float32, device=k.device)
-    _column_stats_kernel[(n_chunks, B * H)](k, v, ksum, vmax, S, H, n_chunks, *k.stride(), *v.stride(),
-                                            D=D, BLOCK_D=triton.next_power_of_2(D), CHUNK=chunk,
-                                            ROWS=32, num_warps=4)
-    k_mean = (ksum.sum(dim=1) / S).to(torch.float32).view(B, H, D)
-    return k_mean, vmax.amax(dim=1).view(B, H, D)
+    """(K mean, V channel amax) of `_column_stats_into`, in fresh tensors."""
+    B, _, H, D = k.shape
+    k_mean, v_amax, scale_max = _carve(torch.float32, k.device, (B, H, D), (B, H, D), (2,))
+    _column_stats_into(k, v, k_mean, v_amax, scale_max)
+    return k_mean, v_amax
 
 
 @lru_cache(maxsize=None)
@@ -370,20 +485,16 @@ def _prepare_triton(q, k, v, hw_cvt: bool, v_perm=None, v_ones_rows=0) -> Prepar
     q8 = torch.empty(B, H, sq_pad, D, dtype=f8, device=dev)
     k8 = torch.empty(B, H, skv_pad, D, dtype=f8, device=dev)
     v8t = torch.empty(B, H, D + v_ones_rows, skv_pad, dtype=f8, device=dev)
-    q_scale = torch.empty(B, H, nq, dtype=torch.float32, device=dev)
-    k_scale = torch.empty(B, H, nk, dtype=torch.float32, device=dev)
-    v_scale = torch.empty(B, H, D, dtype=torch.float32, device=dev)
-    k_mean, v_amax = _column_stats_triton(k, v)
-    block_d = triton.next_power_of_2(D)
-    meta = dict(D=D, BLOCK_D=block_d, BLOCK_S=QK_SCALE_BLOCK, HW_CVT=hw_cvt, num_warps=8)
-    _quant_rows_kernel[(nq, B * H)](q, q_scale, q8, q_scale, Sq, H, nq, *q.stride(),
-                                    HAS_MEAN=False, **meta)
-    _quant_rows_kernel[(nk, B * H)](k, k_mean, k8, k_scale, Skv, H, nk, *k.stride(),
-                                    HAS_MEAN=True, **meta)
-    _quant_v_kernel[(nk, B * H)](v, v_amax, _perm_on(dev, v_perm), v8t.view(torch.uint8), v_scale, Skv, H,
-                                 skv_pad, *v.stride(), PERM=v_perm is not None, ONES_ROWS=v_ones_rows,
-                                 ONE_CODE=E4M3_ONE, **meta)
-    return PreparedFP8(q8, k8, v8t, q_scale, k_scale, v_scale, k_mean, Sq, Skv, v_perm, v_ones_rows)
+    q_scale, k_scale, v_scale, k_mean, v_amax, scale_max = _carve(
+        torch.float32, dev, (B, H, nq), (B, H, nk), (B, H, D), (B, H, D), (B, H, D), (2,))
+    _column_stats_into(k, v, k_mean, v_amax, scale_max)
+    _quant_kernel[(nq + 2 * nk, B * H)](
+        q, k, v, k_mean, v_amax, _perm_on(dev, v_perm), q8, k8, v8t.view(torch.uint8),
+        q_scale, k_scale, v_scale, scale_max, Sq, Skv, H, nq, nk, *q.stride(), *k.stride(), *v.stride(),
+        D=D, BLOCK_D=triton.next_power_of_2(D), BLOCK_S=QK_SCALE_BLOCK, HW_CVT=hw_cvt,
+        PERM=v_perm is not None, ONES_ROWS=v_ones_rows, ONE_CODE=E4M3_ONE, num_warps=8)
+    return PreparedFP8(q8, k8, v8t, q_scale, k_scale, v_scale, k_mean, Sq, Skv, v_perm, v_ones_rows,
+                       scale_max)
 
 
 def prepare_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, backend: str = "auto",

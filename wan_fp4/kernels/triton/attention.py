@@ -275,10 +275,12 @@ def run(q, k, v, mode, scale=None, fp4=None, return_lse=False):
     """The spec's run, on inputs `supports` accepted: (out in q's dtype, LSE or None)."""
     scale = default_scale(q.shape[-1]) if scale is None else float(scale)
     prep = prepare_fp8(q, k, v, backend="triton")
-    prep.check_score_range(mode, scale)
+    check = prep.start_score_range_check(mode, scale)  # finished after the launch: see sm90/host.py
     out = torch.empty_like(q)
-    if not return_lse:
-        return attention_prepared(prep, mode, scale, out), None
-    B, Sq, H, _ = q.shape
-    lse = torch.empty(B, H, Sq, dtype=torch.float32, device=q.device)
-    return attention_prepared(prep, mode, scale, out, lse), lse
+    lse = None
+    if return_lse:
+        B, Sq, H, _ = q.shape
+        lse = torch.empty(B, H, Sq, dtype=torch.float32, device=q.device)
+    out = attention_prepared(prep, mode, scale, out, lse)
+    check.finish()
+    return out, lse
