@@ -214,3 +214,68 @@ def test_score_range_check_reads_nothing_back_while_a_cuda_graph_is_captured(mon
         ops.check_score_range("direct-p", 0.125)
         ops.check_score_range("direct-p", 0.125)
     assert sum("CUDA graph capture" in r.message for r in caplog.records) == 1
+
+
+def _edge_inputs(kind, b, sq, skv, h, d, seed):
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(b, s, h, d, generator=g) for s in (sq, skv, skv))
+    if kind == "zeros":
+        q, k, v = q * 0, k * 0, v * 0
+    elif kind == "huge":  # near the top of what K's smoothing keeps finite in FP32
+        q, k, v = q * 1e30, k * 1e30, v * 3e37
+    elif kind == "tiny":  # scales far below 1 (inputs kept clear of FP32's subnormals)
+        q, k, v = q * 1e-30, k * 1e-30, v * 1e-30
+    elif kind == "mixed":  # one zero head, one huge row, a block of exact ties at E4M3's top
+        q[:, :, 0] = 0
+        k[:, 5] *= 1e20
+        v[:, :128] = 448.0
+    return q.bfloat16(), k.bfloat16(), v.bfloat16()
+
+
+@pytest.mark.parametrize("kind", ["zeros", "huge", "tiny", "mixed"])
+@pytest.mark.parametrize("d", [64, 128])
+def test_one_launch_pre_pass_matches_torch_and_reference_at_the_edges(kind, d):
+    """The Triton pre-pass (Q, K, V in one launch; column totals in another) gives the torch
+    path's bytes, in the sm90 direct-p layout too, and the reference's codes and scales, for
+    lengths that are not whole tiles and inputs at the edges of the range."""
+    from wan_fp4.kernels.sm90.layout import v_layout_args
+
+    q, k, v = _edge_inputs(kind, 2, 77, 300, 2, d, seed=d)
+    for layout in ({}, v_layout_args("direct-p")):
+        tri = prepare.prepare_fp8(q, k, v, backend="triton", **layout)
+        ref = prepare.prepare_fp8(q, k, v, backend="torch", **layout)
+        for name in ("q8", "k8", "v8t", "q_scale", "k_scale", "v_scale", "k_mean", "scale_max"):
+            got, want = getattr(tri, name), getattr(ref, name)
+            if want.dtype == torch.float8_e4m3fn:
+                got, want = got.view(torch.uint8), want.view(torch.uint8)
+            assert got.shape == want.shape and torch.equal(got, want), f"{kind} D{d} {layout}: {name} differs"
+        assert torch.equal(tri.scale_max, torch.stack((tri.q_scale.max(), tri.k_scale.max())))
+    _assert_same_as_reference(prepare.prepare_fp8(q, k, v, backend="triton"), q, k, v)
+
+
+def test_pre_pass_and_score_check_launch_counts():
+    """The CUDA path's per-call work, counted on CPU: three Triton launches and no torch kernel in
+    the pre-pass, and a score-range check on ordinary inputs that runs no kernel and reads nothing
+    back from the code tensors (only the two scale maxima the pre-pass wrote)."""
+    from wan_fp4.eval.op_count import count_ops
+
+    q, k, v = _inputs(1, 300, 300, 2, 128, seed=3)
+    box = {}
+    made = count_ops(lambda: box.update(ops=prepare.prepare_fp8(q, k, v, backend="triton")))
+    assert made.triton == {"_column_stats_kernel": 1, "_column_totals_kernel": 1, "_quant_kernel": 1}
+    assert made.torch_kernels == 0 and made.host_reads == 0 and made.allocations <= 5, made.summary()
+    checked = count_ops(lambda: box["ops"].check_score_range("direct-p", 128 ** -0.5))
+    assert checked.summary()["launches"] == 0 and checked.host_reads == 0, checked.summary()
+
+
+def test_score_check_clears_ordinary_inputs_on_the_scale_maxima_and_raises_on_huge(monkeypatch):
+    q, k, v = _inputs(1, 200, 200, 2, 128, seed=4)
+    ops = prepare.prepare_fp8(q, k, v, backend="triton")
+    monkeypatch.setattr(reference, "_scaled_row_norm_max", lambda *a: pytest.fail("read the code rows"))
+    check = ops.start_score_range_check("direct-p", 128 ** -0.5)
+    check.finish()
+    monkeypatch.undo()
+    huge = prepare.prepare_fp8(q * 1e8, k, v, backend="triton")
+    for mode in ("direct-p", "fp8"):
+        with pytest.raises(ValueError, match=rf"{mode}: q \. k .* can reach .* q or k is far outside"):
+            huge.start_score_range_check(mode, 128 ** -0.5).finish()

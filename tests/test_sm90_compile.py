@@ -322,17 +322,27 @@ def test_aot_prebuilt_manifest_matches_kernel_sources():
                 assert (aot.PREBUILT.directory / f"{name}{ext}").is_file(), f"run `{rebuild}`"
 
 
-def test_huge_scores_raise_before_the_launch(monkeypatch):
-    """sm90_attention checks the score range on the pre-pass's operands, as the reference does,
-    before launching (the kernel's direct-p map assumes |m| < 2^19)."""
+def test_huge_scores_raise_instead_of_returning_the_output(monkeypatch):
+    """sm90_attention checks the score range on the pre-pass's operands, as the reference does (the
+    kernel's direct-p map assumes |m| < 2^19). The kernel is queued before the check waits, so
+    the GPU does not idle on the host; its output is dropped and the call raises."""
     monkeypatch.setattr(sm90, "is_supported", lambda *a, **kw: (True, ""))
     from wan_fp4.kernels.sm90 import host
 
-    monkeypatch.setattr(host, "launch", lambda *a, **kw: pytest.fail("launched"))
+    launched = []
+
+    def fake_launch(ops, mode, d, scale, **kw):
+        launched.append(mode)
+        b, h, _, _ = ops.q8.shape
+        return torch.zeros(b, ops.seq_q, h, d), torch.zeros(b, h, ops.seq_q)
+
+    monkeypatch.setattr(host, "launch", fake_launch)
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, 130, 1, 64, generator=g) for _ in range(3))
     with pytest.raises(ValueError, match="direct-p: q . k"):
         sm90.sm90_attention(q * 1e8, k, v, "direct-p")
+    assert launched == ["direct-p"]
+    assert sm90.sm90_attention(q, k, v, "direct-p").shape == q.shape  # ordinary inputs pass
 
 
 def test_prebuilt_kernel_without_the_dsl_counts_as_available_only_once_linkable(monkeypatch, tmp_path,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
+from functools import lru_cache
 
 import torch
 
@@ -74,6 +75,7 @@ def check_finite(q, k, v) -> None:
             raise ValueError(f"{name} contains NaN or inf; the low-precision modes need finite inputs")
 
 
+@lru_cache(maxsize=256)  # asked on every kernel call; rounding through torch costs host time
 def log2_scale(scale: float) -> float:
     """c, the score-to-log2 factor every mode uses: fl(log2(e) * scale), except at the default
     scale of D = 128, where it is the paper's FP32 literal (modes.PAPER_LOG2E_RSQRT128)."""

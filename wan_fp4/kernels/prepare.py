@@ -420,7 +420,7 @@ def _carve(dtype, device, *shapes) -> list:
     """Tensors of `shapes` as views of one allocation, each starting on a 512-byte boundary (the
     caching allocator's own alignment, so a kernel reading one sees what a separate allocation
     would give): one allocation instead of one per small tensor."""
-    align = 512 // torch.empty((), dtype=dtype).element_size()
+    align = 512 // dtype.itemsize
     sizes = [-(-_numel(shape) // align) * align for shape in shapes]
     buf = torch.empty(sum(sizes), dtype=dtype, device=device)
     views, at = [], 0
