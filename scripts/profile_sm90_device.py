@@ -44,39 +44,18 @@ def launch(configs):
 
 
 def prepass():
-    """Each part of the pre-pass, and the whole, with the kernels' launch settings varied
-    (num_warps), to see where its time goes."""
-    import triton
+    """The pre-pass's column statistics, and the whole pre-pass, to see where its time goes."""
     import triton.testing as tt
-
-    from wan_fp4.kernels.sm90.layout import SIGMA
 
     for b, h, s in ((1, 12, 32760), (1, 40, 32760), (1, 40, 75600)):
         d = 128
         q, k, v = _rand(b, s, h, d), _rand(b, s, h, d), _rand(b, s, h, d)
-        s_pad = -(-s // 128) * 128
-        nb = s_pad // 128
-        f8 = torch.float8_e4m3fn
-        q8 = torch.empty(b, h, s_pad, d, dtype=f8, device="cuda")
-        sc = torch.empty(b, h, nb, dtype=torch.float32, device="cuda")
-        vt = torch.empty(b, h, d + 8, s_pad, dtype=torch.uint8, device="cuda")
-        vs = torch.empty(b, h, d, dtype=torch.float32, device="cuda")
         k_mean, v_amax = prepare._column_stats_triton(k, v)
         from wan_fp4.reference import key_mean
 
         same = torch.equal(k_mean, key_mean(k)) and torch.equal(v_amax, prepare._v_amax(v))
         print(f"B{b} H{h} S{s}  column stats == reference key_mean / torch amax (bitwise): {same}", flush=True)
-        perm = torch.tensor(SIGMA, dtype=torch.int32, device="cuda")
-        parts = {"column stats (K mean, V amax)": lambda: prepare._column_stats_triton(k, v)}
-        for nw in (4, 8):
-            meta = dict(D=d, BLOCK_D=d, BLOCK_S=128, HW_CVT=True, num_warps=nw)
-            parts[f"quantise Q rows, num_warps={nw}"] = lambda meta=meta: prepare._quant_rows_kernel[(nb, b * h)](
-                q, sc, q8, sc, s, h, nb, *q.stride(), HAS_MEAN=False, **meta)
-            parts[f"quantise K rows (mean), num_warps={nw}"] = lambda meta=meta: prepare._quant_rows_kernel[(nb, b * h)](
-                k, k_mean, q8, sc, s, h, nb, *k.stride(), HAS_MEAN=True, **meta)
-            parts[f"quantise V^T (sm90 layout), num_warps={nw}"] = lambda meta=meta: prepare._quant_v_kernel[(nb, b * h)](
-                v, v_amax, perm, vt, vs, s, h, s_pad, *v.stride(), PERM=True, ONES_ROWS=8,
-                ONE_CODE=prepare.E4M3_ONE, **meta)
+        parts = {"column stats (K mean, V amax: partials + totals)": lambda: prepare._column_stats_triton(k, v)}
         parts["whole pre-pass, sm90 direct-p layout"] = lambda: prepare.prepare_fp8(q, k, v, **v_layout_args("direct-p"))
         for name, fn in parts.items():
             ms = tt.do_bench(fn, warmup=25, rep=200, return_mode="median")

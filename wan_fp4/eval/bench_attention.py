@@ -74,6 +74,8 @@ def main(argv=None):
     ap.add_argument("--prebuilt-dir", type=Path, default=None,
                     help="load the sm90 prebuilt kernels, defaults included, from DIR "
                          "(scripts/build_prebuilt.py --only sm90 --out DIR --sm90-config ...)")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="also time the sm90 kernel's parts per call: pre-pass, kernel launch alone, whole call")
     args = ap.parse_args(argv)
     for cfg in args.sm90_configs:
         if not isinstance(cfg, dict):
@@ -118,6 +120,11 @@ def main(argv=None):
             entry["kernels"][label] = {"ms": ms, "tflops": tflops(b, h, s, d, ms), "check": check}
             print(f"{label} {b}x{h}x{s}x{d}: {ms:.3f} ms {tflops(b, h, s, d, ms):.0f} TFLOP/s "
                   f"check {check} ({time.time() - t0:.0f} s)", flush=True)
+            if args.breakdown and label.endswith("[sm90-cute]"):
+                parts = sm90_breakdown(q, k, v, mode, do_bench, args.rep_ms)
+                entry["kernels"][label]["breakdown_ms"] = parts
+                print(f"{label} {b}x{h}x{s}x{d} per call: "
+                      + ", ".join(f"{part} {t:.3f} ms" for part, t in parts.items()), flush=True)
         for name, fn in peers.items():
             try:
                 out = getattr(fn, "to_output", lambda o: o)(fn(q, k, v))
@@ -157,6 +164,28 @@ def sm90_variants(configs, q, k, v, mode):
     return {f"wan_fp4 {mode} [sm90-cute{kernel_name(mode, d, cfg)[len(base):]}]":
             (mode, lambda q, k, v, m=mode, c=cfg: sm90.sm90_attention(q, k, v, m, config=c, prebuilt=prebuilt))
             for cfg in configs if sm90.applies(mode, cfg)}
+
+
+def sm90_breakdown(q, k, v, mode, do_bench, rep_ms):
+    """Per-call times of the sm90 path's parts (median ms): the pre-pass alone, the pre-pass with
+    the score-range check started and finished (its wait included), the kernel launch alone on
+    prepared operands, and the whole call; what the whole call takes beyond the pre-pass plus the
+    kernel is host work the GPU waited for."""
+    from wan_fp4.kernels.prepare import prepare_fp8
+    from wan_fp4.kernels.sm90.host import launch
+    from wan_fp4.kernels.sm90.layout import v_layout_args
+    from wan_fp4.modes import default_scale
+
+    d = q.shape[-1]
+    layout = v_layout_args(mode)
+    ops = prepare_fp8(q, k, v, **layout)
+
+    def checked():
+        prepare_fp8(q, k, v, **layout).start_score_range_check(mode, default_scale(d)).finish()
+
+    parts = {"pre-pass": lambda: prepare_fp8(q, k, v, **layout), "pre-pass + check": checked,
+             "kernel": lambda: launch(ops, mode, d), "call": lambda: wan_fp4.attention(q, k, v, mode, kernel="sm90-cute")}
+    return {name: do_bench(fn, warmup=100, rep=rep_ms, return_mode="median") for name, fn in parts.items()}
 
 
 def fp8_gemm(n: int = 8192):

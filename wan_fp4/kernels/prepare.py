@@ -22,14 +22,13 @@ Every (b, h) slice is contiguous, so it is a plain 2-D TMA box for a Hopper kern
 
 Codes and scales equal `wan_fp4.reference.quantize_fp8` bit for bit (tests/test_prepare.py;
 `wan-fp4 check --kernels triton` on the GPU). Two implementations:
-- Triton (CUDA tensors on sm89+, or any tensor under TRITON_INTERPRET=1): one fused pass per
-  tensor (load tile, amax, power-of-two scale, scale, cast, store). The K mean and the V channel
-  amax are whole-sequence reductions and run first, in one Triton pass over K and V: the amax is
-  order-free, and the mean is summed in float64 like the reference's `key_mean`, where the sum is
-  exact, so it has the same bits.
-  H200, 2026-11-30 (scripts/profile_sm90_device.py prepass, V^T in the sm90 direct-p layout):
-  0.43 ms at B1 H12 S32760 D128, 0.85 ms at H40, 1.71 ms at H40 S75600; 6.2%, 3.9% and 1.5% of
-  the direct-p attention time (BENCHMARKS.md).
+- Triton (CUDA tensors on sm89+, or any tensor under TRITON_INTERPRET=1): three launches per
+  call. The K mean and the V channel amax are whole-sequence reductions and run first: partials
+  over key chunks, then their totals (the amax is order-free, and the mean is summed in float64
+  like the reference's `key_mean`, where the sum is exact, so it has the same bits). Then one
+  launch quantises Q, K and V (per tile: load, amax, power-of-two scale, scale, cast, store) and
+  keeps the largest Q and K scales for the score-range check, which then reads two floats back
+  instead of reducing the scales itself.
 - torch (everything else): the same arithmetic in plain PyTorch, used on CPU.
 """
 from __future__ import annotations
