@@ -34,7 +34,7 @@ def _modes_key() -> str:
 
 
 PREBUILT = Prebuilt(arch="sm100a", gpu_arch="sm_100a", family="sm100", src_dir=PKG, sources=SOURCES,
-                    extra_key=_modes_key)
+                    extra_key=_modes_key, signature=SIGNATURE)
 OUT_DIR = PREBUILT.directory
 
 
@@ -47,13 +47,6 @@ def export(out_dir: Path = OUT_DIR, name: str = NAME) -> list[Path]:
     from .compile import compile_kernel
 
     return _export(compile_kernel(), Path(out_dir), name)
-
-
-def prebuilt_launcher():
-    """run(q, sfq, k, sfk, vt, sfv, out, denom, m, seq_q, seq_kv, batch, heads, sq_pad, skv_pad,
-    guard, qk_log2, affine_ac, affine_a, affine_b, num_ctas, stream_handle) -> CUDA error code, for the
-    prebuilt kernel (pointers as ints), or None (JIT; the reason is logged once)."""
-    return PREBUILT.launcher(NAME, expect=SIGNATURE)
 
 
 def main() -> None:
