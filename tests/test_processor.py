@@ -415,6 +415,7 @@ def test_one_call_reaches_the_kernel_launch_through_five_modules(tiny_wan, monke
                   for s in registry.specs())
     monkeypatch.setattr(registry, "_SPECS", specs)
     monkeypatch.setattr(dispatch, "_capability", lambda device: (9, 0))
+    monkeypatch.setenv("TRITON_INTERPRET", "0")  # the torch pre-pass on CPU (the path is the subject here)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: SimpleNamespace(cuda_stream=0))
     monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())
     monkeypatch.setattr(sm90_aot.PREBUILT, "launcher", lambda name, expect=None: shim)
