@@ -6,6 +6,7 @@ import torch
 
 import wan_fp4
 from wan_fp4 import reference
+from wan_fp4.eval.metrics import rel_l2
 
 
 def _qkv(b=1, sq=70, skv=90, h=2, d=64, dtype=torch.bfloat16, seed=0):
@@ -17,10 +18,6 @@ def _exact(q, k, v, scale):
     """Softmax attention in float64, independent of every wan_fp4 code path."""
     s = torch.einsum("bqhd,bkhd->bhqk", q.double(), k.double()) * scale
     return torch.einsum("bhqk,bkhd->bqhd", torch.softmax(s, dim=-1), v.double())
-
-
-def _rel(a, b):
-    return ((a.double() - b.double()).norm() / b.double().norm()).item()
 
 
 # Relative L2 error against float64 attention on N(0,1) inputs at D = 128: bf16 only rounds the
@@ -36,13 +33,43 @@ def test_cpu_attention_is_attention_within_the_modes_bound(mode):
     out = wan_fp4.attention(q, k, v, mode=mode)
     assert out.dtype == q.dtype and out.shape == q.shape
     low, high = CPU_BOUNDS[mode]
-    assert low <= _rel(out, _exact(q, k, v, 1 / 128 ** 0.5)) < high
+    assert low <= rel_l2(out, _exact(q, k, v, 1 / 128 ** 0.5)) < high
 
 
 @pytest.mark.parametrize("mode", wan_fp4.MODES[1:])
-def test_the_op_hands_scale_and_fp4_map_to_the_kernel(mode):
-    """A non-default scale and P map reach the kernel through the custom op's arguments: the
-    output is the reference's for those arguments, not for the defaults."""
+@pytest.mark.parametrize("return_lse", [False, True])
+def test_the_op_hands_scale_and_fp4_map_to_the_kernel(monkeypatch, mode, return_lse):
+    """What a registry kernel receives through the custom op on a (stood-in) GPU: the call's
+    inputs, mode, scale and FP4 map (affine and guard), and whether the LSE is wanted; what it
+    returns is what attention() returns, and last_kernel() names it."""
+    from wan_fp4 import dispatch
+    from wan_fp4.kernels import registry
+
+    got = []
+
+    def run(q, k, v, mode, scale, fp4, want_lse):
+        got.append((q, k, v, mode, scale, fp4, want_lse))
+        b, sq, h, _ = q.shape
+        return torch.full_like(q, 7.0), (torch.full((b, h, sq), 3.0) if want_lse else None)
+
+    spec = registry.KernelSpec("triton", wan_fp4.MODES[1:], (0, 0), None, lambda *a: (True, ""), run)
+    monkeypatch.setattr(registry, "_SPECS", (spec,))
+    monkeypatch.setattr(dispatch, "_capability", lambda device: (9, 0))
+    q, k, v = _qkv(seed=8)
+    fp4 = wan_fp4.FP4Params(affine=(1.5, 1.2), guard_margin=100.0)
+    result = wan_fp4.attention(q, k, v, mode=mode, scale=0.3, fp4=fp4, return_lse=return_lse)
+    ((gq, gk, gv, gmode, gscale, gfp4, glse),) = got
+    assert all(torch.equal(a, b) for a, b in ((gq, q), (gk, k), (gv, v)))
+    assert (gmode, gscale, gfp4, glse) == (mode, 0.3, fp4, return_lse)
+    out, lse = result if return_lse else (result, None)
+    assert torch.equal(out, torch.full_like(q, 7.0)) and dispatch.last_kernel() == "triton"
+    assert lse is None or torch.equal(lse, torch.full((1, 2, 70), 3.0))
+
+
+@pytest.mark.parametrize("mode", wan_fp4.MODES[1:])
+def test_on_cpu_the_op_runs_the_reference_with_the_calls_scale_and_map(mode):
+    """On CPU the op's kernel is the reference, run with the call's scale and P map, not the
+    defaults."""
     q, k, v = _qkv(seed=8)
     fp4 = wan_fp4.FP4Params(affine=(1.5, 1.2))
     out = wan_fp4.attention(q, k, v, mode=mode, scale=0.3, fp4=fp4)

@@ -377,3 +377,53 @@ def test_processor_fp4_params_reach_dispatch(tiny_wan, monkeypatch):
     model.set_attn_processor(WanDirectPAttnProcessor("direct-p-fp4", fp4=fp4))
     run(model, *inputs())
     assert seen == [fp4, fp4]
+
+
+# ----------------------------------------------------------------------------- the call path
+def test_one_call_reaches_the_kernel_launch_through_five_modules(tiny_wan, monkeypatch):
+    """docs/ARCHITECTURE.md's map, measured: an enable()d Wan attention call on an sm_90 GPU hands
+    on from the processor through the backend, dispatch and the family's host side to the one
+    prebuilt-or-JIT launch, five wan_fp4 modules on the stack when the kernel starts. The GPU is
+    stood in: the capability, the stream and the prebuilt shim (which records the stack)."""
+    import contextlib
+    import sys
+    from dataclasses import replace
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from wan_fp4.kernels import registry
+    from wan_fp4.kernels.sm90 import aot as sm90_aot
+
+    root = Path(dispatch.__file__).resolve().parent
+    stacks = []
+
+    def module_of(frame):
+        path = Path(frame.f_code.co_filename).resolve()
+        return path.relative_to(root).with_suffix("").as_posix() if path.is_relative_to(root) else None
+
+    def shim(*args):
+        chain, frame = [], sys._getframe(1)
+        while frame is not None:
+            name = module_of(frame)
+            if name is not None and (not chain or chain[-1] != name):
+                chain.append(name)
+            frame = frame.f_back
+        stacks.append(chain[::-1])
+        return 0
+
+    specs = tuple(replace(s, supports=lambda *a: (True, "")) if s.name == "sm90-cute" else s
+                  for s in registry.specs())
+    monkeypatch.setattr(registry, "_SPECS", specs)
+    monkeypatch.setattr(dispatch, "_capability", lambda device: (9, 0))
+    monkeypatch.setenv("TRITON_INTERPRET", "0")  # the torch pre-pass on CPU (the path is the subject here)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: SimpleNamespace(cuda_stream=0))
+    monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())
+    monkeypatch.setattr(sm90_aot.PREBUILT, "launcher", lambda name, expect=None: shim)
+    model = tiny_wan()
+    args, kw = inputs()
+    handle = enable(model, "direct-p")
+    run(model, args, kw)
+    assert handle.call_counts()[("direct-p", "sm90-cute")] == 2
+    assert stacks and all(chain == stacks[0] for chain in stacks)
+    assert stacks[0] == ["processor", "backend", "dispatch", "kernels/sm90/host", "kernels/aot"]
+    handle.disable()

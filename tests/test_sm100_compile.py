@@ -519,7 +519,7 @@ def test_prebuilt_refused_when_sources_changed(tmp_path, monkeypatch, caplog):
     assert not (tmp_path / "cache").exists()  # nothing linked for a stale artifact
     # the real loader, and the switch that forces JIT
     monkeypatch.setattr(sm100_aot, "PREBUILT", pb)
-    assert sm100_aot.prebuilt_launcher() is None
+    assert sm100_aot.PREBUILT.launcher(sm100_aot.NAME) is None
     monkeypatch.setenv("WAN_FP4_SM100_PREBUILT", "0")
     assert not pb.enabled()
 

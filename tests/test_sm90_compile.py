@@ -286,7 +286,7 @@ def test_aot_shim_links_and_symbols_resolve(tmp_path, shim_toolchain):
     so = aot.link_shim(name, tmp_path, tmp_path / f"lib{name}.so")
     shim = aot.bind(so, name)
     assert callable(shim.load) and callable(shim.run)
-    assert shim.signature == aot.SIGNATURE  # what prebuilt_launcher passes
+    assert shim.signature == aot.SIGNATURE == aot.PREBUILT.signature  # what host.launch passes
     ldd = subprocess.run(["ldd", str(so)], capture_output=True, text=True).stdout
     assert "libcudart.so" not in ldd and "libcute_dsl" not in ldd  # static: needs only libc + driver
 
@@ -386,29 +386,50 @@ def test_prebuilt_kernel_without_the_dsl_counts_as_available_only_once_linkable(
 
 
 def test_every_family_launches_through_one_prebuilt_or_jit_path(monkeypatch):
-    """kernels.aot.run_prebuilt_or_jit: prebuilt when usable (None), required (True) or never
-    (False); a failed prebuilt launch is an error naming the kernel, never a silent JIT rerun."""
+    """kernels.aot.Prebuilt.run_or_jit: prebuilt when usable (None), required (True) or never
+    (False); a failed prebuilt launch is an error naming the kernel, never a silent JIT rerun; the
+    shim must declare the family's signature."""
     import contextlib
 
-    from wan_fp4.kernels.aot import run_prebuilt_or_jit
+    from wan_fp4.kernels.aot import Prebuilt
 
     monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())  # no GPU here
+    pb = Prebuilt(arch="x", gpu_arch="sm_x", family="test", src_dir=Path(__file__).parent, sources=(),
+                  signature=("int32_t", "stream"))
+    calls, usable = [], {"k": lambda *args: calls.append(("prebuilt", args)) or 0, "bad": lambda *args: 700}
+    asked = []
 
-    calls = []
-
-    def prebuilt_run(*args):
-        calls.append(("prebuilt", args))
-        return 0
+    def launcher(name, expect=None):
+        asked.append((name, expect))
+        return usable.get(name)
 
     def jit():
         calls.append(("jit",))
 
-    run_prebuilt_or_jit(None, lambda: prebuilt_run, (1, 2.0, 3), None, jit, "test kernel")
-    run_prebuilt_or_jit(None, lambda: None, (1,), None, jit, "test kernel")
-    run_prebuilt_or_jit(False, lambda: pytest.fail("asked for a prebuilt kernel"), (1,), None, jit, "test kernel")
+    monkeypatch.setattr(pb, "launcher", launcher)
+    pb.run_or_jit("k", (1, 2.0, 3), None, jit)
+    pb.run_or_jit("none", (1,), None, jit)
+    pb.run_or_jit("k", (1,), None, jit, prebuilt=False)
     assert calls == [("prebuilt", (1, 2.0, 3)), ("jit",), ("jit",)]
-    with pytest.raises(RuntimeError, match="no usable prebuilt test kernel for D=64"):
-        run_prebuilt_or_jit(True, lambda: None, (), None, jit, "test kernel", " for D=64")
-    with pytest.raises(RuntimeError, match="prebuilt test kernel launch failed with error 700"):
-        run_prebuilt_or_jit(None, lambda: (lambda *a: 700), (), None, jit, "test kernel")
+    assert asked == [("k", None), ("none", None)]  # never asked when prebuilt=False
+    with pytest.raises(RuntimeError, match="no usable prebuilt test kernel none for D=64"):
+        pb.run_or_jit("none", (), None, jit, prebuilt=True, missing=" for D=64")
+    with pytest.raises(RuntimeError, match="prebuilt test kernel bad launch failed with error 700"):
+        pb.run_or_jit("bad", (), None, jit)
     assert len(calls) == 3
+
+
+def test_a_shim_of_another_signature_is_refused(monkeypatch, tmp_path):
+    """Prebuilt.launcher checks the shim's declared C types against the family's `signature`."""
+    from wan_fp4.kernels import aot as common
+    from wan_fp4.kernels.aot import Prebuilt, Shim
+
+    pb = Prebuilt(arch="x", gpu_arch="sm_x", family="test", src_dir=tmp_path, sources=(),
+                  signature=("int32_t", "stream"))
+    monkeypatch.delenv("WAN_FP4_PREBUILT", raising=False)
+    monkeypatch.delenv("WAN_FP4_TEST_PREBUILT", raising=False)
+    monkeypatch.setattr(pb, "find", lambda name: tmp_path / "lib.so")
+    monkeypatch.setattr(common, "bind", lambda so, name: Shim(None, lambda: 0, lambda *a: 0, ("float", "stream")))
+    assert pb.launcher("k") is None
+    monkeypatch.setattr(common, "bind", lambda so, name: Shim(None, lambda: 0, lambda *a: 0, ("int32_t", "stream")))
+    assert pb.launcher("k2") is not None

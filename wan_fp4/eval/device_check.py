@@ -298,7 +298,7 @@ def probe_large(case, ctx):
     mode = case.mode
     # resolve (and link on first use) the prebuilt kernel first: without the DSL, is_supported
     # accepts only a prebuilt kernel that is already linked
-    run = aot.prebuilt_launcher(mode, d) if ctx.prebuilt is not False else None
+    run = aot.PREBUILT.launcher(aot.kernel_name(mode, d)) if ctx.prebuilt is not False else None
     if ctx.prebuilt and run is None:
         raise RuntimeError(f"no usable prebuilt sm90 kernel for {mode} D{d} (see the log)")
     ctx.note(f"sm90 kernel {aot.kernel_name(mode, d)} runs {'prebuilt (AOT)' if run else 'JIT'}")

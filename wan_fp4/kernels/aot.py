@@ -260,7 +260,8 @@ class Prebuilt:
     arch: folder name under prebuilt/ and in the cache ("sm90a"); gpu_arch: "sm_90a" (manifest);
     family: "sm90" (log name and the WAN_FP4_SM90_PREBUILT switch); src_dir + sources: the files
     whose bytes key the artifacts; extra_key: more key material (constants imported from
-    elsewhere), "" for none."""
+    elsewhere), "" for none; signature: the C types (C_TYPES keys) the family's launch passes, which
+    a shim must declare to be used (None: not checked)."""
 
     arch: str
     gpu_arch: str
@@ -269,6 +270,7 @@ class Prebuilt:
     sources: tuple[str, ...]
     extra_key: Callable[[], str] | None = None
     directory: Path | None = None
+    signature: tuple[str, ...] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
     _loaded: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     _warned: set = field(default_factory=set, init=False, repr=False, compare=False)
@@ -362,8 +364,10 @@ class Prebuilt:
 
     def launcher(self, name: str, expect: tuple[str, ...] | None = None):
         """`run(*args, stream_handle) -> int` (CUDA error code) for the prebuilt <name>, or None
-        (JIT). expect: the C types the caller passes (C_TYPES keys); a mismatch refuses the
-        artifact. Loads the module on every device once; the result is cached per name."""
+        (JIT). expect: the C types the caller passes (C_TYPES keys; default: `signature`); a
+        mismatch refuses the artifact. Loads the module on every device once; the result is cached
+        per name."""
+        expect = self.signature if expect is None else expect
         if not self.enabled():
             return None
         with self._lock:
@@ -388,25 +392,23 @@ class Prebuilt:
             self._loaded[name] = fn
             return fn
 
+    def run_or_jit(self, name: str, args: tuple, device, jit: Callable[[], None], prebuilt: bool | None = None,
+                   missing: str = "") -> None:
+        """Every family's launch: the prebuilt <name> when usable, else the same kernel JIT-compiled.
 
-# ------------------------------------------------------------------------- prebuilt or JIT
-def run_prebuilt_or_jit(prebuilt: bool | None, launcher: Callable, args: tuple, device, jit: Callable[[], None],
-                        what: str, missing: str = "") -> None:
-    """Every family's launch: the prebuilt kernel when usable, else the same kernel JIT-compiled.
+        prebuilt: None = prebuilt when `launcher(name)` gives a run function, else `jit()`; True =
+        require the prebuilt kernel; False = always `jit()`. args: the run function's arguments
+        (pointers as ints, scalars, the raw stream handle, as `signature` lists them), called on
+        `device`. missing: what the error adds when no prebuilt kernel is usable."""
+        run = self.launcher(name) if prebuilt is not False else None
+        if prebuilt and run is None:
+            raise RuntimeError(f"no usable prebuilt {self.family} kernel {name}{missing}")
+        if run is None:
+            jit()
+            return
+        import torch
 
-    prebuilt: None = prebuilt when `launcher()` gives a run function, else `jit()`; True = require
-    the prebuilt kernel; False = always `jit()`. args: the run function's arguments (pointers as
-    ints, scalars, the raw stream handle), called on `device`. what: the kernel in errors ("sm90
-    kernel"); missing: what the error adds when no prebuilt kernel is usable."""
-    run = launcher() if prebuilt is not False else None
-    if prebuilt and run is None:
-        raise RuntimeError(f"no usable prebuilt {what}{missing}")
-    if run is None:
-        jit()
-        return
-    import torch
-
-    with torch.cuda.device(device):
-        err = run(*args)
-    if err != 0:
-        raise RuntimeError(f"prebuilt {what} launch failed with error {err}")
+        with torch.cuda.device(device):
+            err = run(*args)
+        if err != 0:
+            raise RuntimeError(f"prebuilt {self.family} kernel {name} launch failed with error {err}")

@@ -28,7 +28,8 @@ SIGNATURE = ("void*",) * 9 + ("int32_t",) * 7 + ("float",) * 4 + ("int32_t", "st
 # the wan_fp4.modes constants kernel.py bakes into the cubin
 PREBUILT = Prebuilt(arch="sm100a", gpu_arch="sm_100a", family="sm100", src_dir=PKG, sources=SOURCES,
                     extra_key=modes_key("FP4_SCALE_SHIFT", "LOG2_6", "NEAREST_POW2_BIAS", "P_BLOCK", "TILE_M",
-                                        "TILE_N"))
+                                        "TILE_N"),
+                    signature=SIGNATURE)
 OUT_DIR = PREBUILT.directory
 
 
@@ -41,13 +42,6 @@ def export(out_dir: Path = OUT_DIR, name: str = NAME) -> list[Path]:
     from .compile import compile_kernel
 
     return _export(compile_kernel(), Path(out_dir), name)
-
-
-def prebuilt_launcher():
-    """run(q, sfq, k, sfk, vt, sfv, out, denom, m, seq_q, seq_kv, batch, heads, sq_pad, skv_pad,
-    guard, qk_log2, affine_ac, affine_a, affine_b, num_ctas, stream_handle) -> CUDA error code, for the
-    prebuilt kernel (pointers as ints), or None (JIT; the reason is logged once)."""
-    return PREBUILT.launcher(NAME, expect=SIGNATURE)
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 exercised: no GPU) and the LSE from the kernel's row denominators.
 
 The prebuilt (AOT) kernel is used when its manifest matches the kernel sources (aot.py), else
-the kernel is JIT-compiled by the CuTe DSL on first use (kernels/aot.run_prebuilt_or_jit). Both
+the kernel is JIT-compiled by the CuTe DSL on first use (kernels/aot.Prebuilt.run_or_jit). Both
 take the same arguments.
 """
 from __future__ import annotations
@@ -14,8 +14,7 @@ import torch
 
 from ... import reference
 from ...modes import FP4_SCALE_SHIFT, LN2, FP4Params, default_scale
-from ..aot import run_prebuilt_or_jit
-from .aot import prebuilt_launcher
+from .aot import NAME, PREBUILT
 from .pack import HEAD_DIM, SM100Operands, prepare_operands
 
 
@@ -132,9 +131,9 @@ def launch(ops, args, out: torch.Tensor, denom: torch.Tensor, *, prebuilt: bool 
     *tensors, m = _check(ops, out, denom)
     raw_stream = torch.cuda.current_stream(out.device).cuda_stream
     ptrs = tuple(t.data_ptr() for t in (*tensors, out, denom, m))
-    run_prebuilt_or_jit(prebuilt, prebuilt_launcher, (*ptrs, *scalar_args(args), raw_stream), out.device,
+    PREBUILT.run_or_jit(NAME, (*ptrs, *scalar_args(args), raw_stream), out.device,
                         lambda: _launch_jit(tensors, args, out, denom, m, raw_stream, pv_qk_sync),
-                        "sm100a kernel", " (see the wan_fp4.sm100 log)")
+                        prebuilt, " (see the wan_fp4.sm100 log)")
 
 
 def _launch_jit(tensors, args, out, denom, m, raw_stream, pv_qk_sync=False) -> None:

@@ -1,5 +1,6 @@
-"""Prebuilt (ahead-of-time) sm90a kernels: the sm90 entries of the general mechanism in
-wan_fp4/kernels/aot.py (export, C shim, manifest/hash check, first-use link, ctypes, JIT fallback).
+"""The sm90 kernel's prebuilt (ahead-of-time) sm90a kernels: the sm90 entries of the general
+mechanism in wan_fp4/kernels/aot.py (export, C shim, manifest/hash check, first-use link, ctypes,
+JIT fallback). The launch options they are named by live in config.py.
 
 Artifacts: wan_fp4/kernels/prebuilt/sm90a/ (scripts/build_prebuilt.py --only sm90), one kernel per
 (mode, D) with the mode's default_config, keyed by the hash of kernel.py, ptx.py, compile.py,
@@ -18,11 +19,12 @@ from .config import default_config
 PKG = Path(__file__).resolve().parent
 # the sources whose change invalidates a prebuilt kernel
 SOURCES = ("kernel.py", "ptx.py", "compile.py", "layout.py")
-# the wan_fp4.modes constants kernel.py bakes into the cubin
-PREBUILT = Prebuilt(arch="sm90a", gpu_arch="sm_90a", family="sm90", src_dir=PKG, sources=SOURCES,
-                    extra_key=modes_key("DIRECT_P_ONE", "DIRECT_P_SLOPE", "FP8_P_SCALE", "LN2", "TILE_N"))
-# the wrapper's parameters as the launcher passes them: q, k, vt, o, lse, sq, sk, sv; b, h, s_q, s_kv; c; stream
+# the wrapper's parameters as host.launch passes them: q, k, vt, o, lse, sq, sk, sv; b, h, s_q, s_kv; c; stream
 SIGNATURE = ("void*",) * 8 + ("int32_t",) * 4 + ("float", "stream")
+# the wan_fp4.modes constants kernel.py bakes into the cubin are part of the key
+PREBUILT = Prebuilt(arch="sm90a", gpu_arch="sm_90a", family="sm90", src_dir=PKG, sources=SOURCES,
+                    extra_key=modes_key("DIRECT_P_ONE", "DIRECT_P_SLOPE", "FP8_P_SCALE", "LN2", "TILE_N"),
+                    signature=SIGNATURE)
 
 
 def kernel_name(mode: str, head_dim: int, config: dict | None = None) -> str:
@@ -41,15 +43,3 @@ def find(mode: str, head_dim: int, config: dict | None = None, *, directory: Pat
          build: bool = True):
     """The shim library for (mode, D, config) (see Prebuilt.find), or None with one logged reason."""
     return PREBUILT.find(kernel_name(mode, head_dim, config), directory=directory, build=build)
-
-
-def prebuilt_launcher(mode: str, head_dim: int, config: dict | None = None):
-    """A callable run(ptrs(8), sizes(4), c, stream_handle) -> int for the prebuilt kernel, or None."""
-    run = PREBUILT.launcher(kernel_name(mode, head_dim, config), expect=SIGNATURE)
-    if run is None:
-        return None
-
-    def fn(ptrs, sizes, c, stream, _run=run):
-        return _run(*ptrs, *sizes, c, stream)
-
-    return fn

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .config import default_config
+from .aot import PREBUILT, default_config, kernel_name
 
 
 def run(q, k, v, mode, scale=None, fp4=None, return_lse=False, *, config=None, prebuilt=None):
@@ -48,8 +48,6 @@ def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, 
     True = require the AOT kernel; False = always JIT."""
     from ...modes import default_scale
     from ...reference import log2_scale
-    from ..aot import run_prebuilt_or_jit
-    from .aot import prebuilt_launcher
     from .compile import compile_kernel, runtime_args
     from .layout import sm90_v_layout, v_layout_args
 
@@ -79,7 +77,6 @@ def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, 
         kern = compile_kernel(mode, head_dim, **cfg)
         kern(*runtime_args(tensors, sizes, c, cuda.CUstream(raw_stream)))
 
-    run_prebuilt_or_jit(prebuilt, lambda: prebuilt_launcher(mode, head_dim, cfg),
-                        (tuple(t.data_ptr() for t in tensors), sizes, c, raw_stream), ops.q8.device, jit,
-                        "sm90 kernel", f" for mode={mode!r} D={head_dim} config={cfg}")
+    PREBUILT.run_or_jit(kernel_name(mode, head_dim, cfg), (*(t.data_ptr() for t in tensors), *sizes, c, raw_stream),
+                        ops.q8.device, jit, prebuilt, f" for mode={mode!r} D={head_dim} config={cfg}")
     return out, lse
