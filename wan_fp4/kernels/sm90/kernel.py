@@ -16,6 +16,10 @@ warp group 0 is the producer (one warp issues TMA for Q, K and the K-major V^T),
                              accumulator of `fold` key tiles; one FFMA per element adds it into FP32)
 and the epilogue writes O = acc * sv / l as BF16 into (B, S, H, D).
 
+p_smem (with n_wg=3: 192 query rows, 160 registers per consumer thread; docs/SM90_GEN2.md): P goes
+to shared memory and the PV wgmma reads it there (SS), and each warp group runs its fold group of
+tiles in series while the other warp groups' products keep the tensor core busy.
+
 Layout trick (no register shuffles): the wgmma accumulator gives a thread S columns
 {8j + 2t, 8j + 2t + 1} while the register A operand wants {4t..4t+3, 16+4t..16+4t+3} per 32-key
 block. Each thread packs its own S values into its A registers in order, so A column k of each
