@@ -3,6 +3,7 @@ main-loop analysis on a hand-written listing, then the real sm90 kernel compiled
 from __future__ import annotations
 
 import importlib.util
+import re
 
 import pytest
 
@@ -87,3 +88,41 @@ def test_f16_bytes_p_path_is_one_ffma_half_an_f2fp_and_a_quarter_prmt_per_score(
     assert new["F2F/F2FP/I2F"] - base.get("F2F/F2FP/I2F", 0) == 2 * 32
     assert base["PRMT"] - new["PRMT"] == 2 * 32 and base["FADD"] - new["FADD"] == 2 * 64
     assert sum(base.values()) - sum(new.values()) == 2 * 64
+
+
+@pytest.mark.parametrize("head_dim", [128, 64])
+def test_three_warp_groups_fit_160_registers_with_the_default_p_path(head_dim):
+    """THREE_WG (docs/SM90_GEN2.md, plan item 2): 512 threads, the consumers at setmaxnreg 160 with
+    no spills, PV an SS wgmma (the same QGMMA shapes), shared memory within the SM's 227 KiB, and the
+    per-score arithmetic of the default (the same counts of every floating-point class per tile)."""
+    if importlib.util.find_spec("cutlass") is None:
+        pytest.skip("nvidia-cutlass-dsl is not installed")
+    if sp.find_cuobjdump() is None:
+        pytest.skip("no cuobjdump (CUDA toolkit or triton) to disassemble the cubin")
+    from wan_fp4.kernels.sm90 import THREE_WG
+
+    base = sp.profile("direct-p", head_dim)["loop"].steady_counts
+    prof = sp.profile("direct-p", head_dim, **THREE_WG)
+    loop, res = prof["loop"], prof["resources"]
+    assert prof["threads"] == 512 and res["reg"] <= 65536 // 512
+    assert any("DEALLOC" in s and s.endswith("0x18") for s in prof["setmaxnreg"])  # producer 24
+    assert any("ALLOC" in s and "DEALLOC" not in s and s.endswith("0xa0") for s in prof["setmaxnreg"])  # 160
+    assert 128 * 24 + 384 * 160 <= 65536
+    assert prof["spill_instrs"] == 0 and res["stack"] == 0 and res["local"] == 0
+    assert prof["max_register"] < 160
+    assert prof["tiles_per_iteration"] == 2  # a fold group of two key tiles per iteration
+    assert loop.tensor_ops == {"QGMMA.64x128x32.F32.E4M3.E4M3": 2 * head_dim // 32,
+                               f"QGMMA.64x{head_dim + 8}x32.F32.E4M3.E4M3": 2 * 4}
+    # Q of 192 rows, 2 stages of K and V^T (D + 8 rows), 3 warp groups x 2 P tiles of 64 x 128
+    need = 192 * head_dim + 2 * 128 * head_dim + 2 * (head_dim + 8) * 128 + 3 * 2 * 64 * 128
+    assert need <= prof["dynamic_smem"] and prof["dynamic_smem"] + res["shared_static"] <= 227 * 1024
+    for cls in ("FFMA.SAT", "FFMA", "FMUL", "FADD", "FMNMX", "SHFL", "MUFU.EX2", "PRMT"):
+        assert loop.steady_counts.get(cls, 0) == base.get(cls, 0), cls
+    # P stores: per tile 16 STS.32 per thread, at one base plus j * 1024 + hf * 128 (16-byte K chunk
+    # j of the K-major core-matrix layout, row half hf): the register A fragment's rows r, r + 8
+    sts = [i for i in prof["instrs"] if loop.start <= i.addr <= loop.end and i.base == "STS"]
+    assert len(sts) == 2 * 16 and all(i.op == "STS" for i in sts)
+    want = {1024 * j + 128 * hf for j in range(8) for hf in range(2)}
+    for tile in (sts[:16], sts[16:]):
+        offs = [int(m, 16) for m in (re.search(r"\+0x([0-9a-f]+)\]", i.args).group(1) for i in tile)]
+        assert {o - min(offs) for o in offs} == want

@@ -156,6 +156,45 @@ def test_f16_bytes_compiles_to_the_relu_f16_conversion_and_is_direct_p_only():
     assert sm90.applies("fp8", {"f16_bytes": False, "fold": 1})
 
 
+_PV_A = r"wgmma\.mma_async\.sync\.aligned\.m64n136k32\.f32\.e4m3\.e4m3 \{[^}]*\}, (\{[^}]*\}|%rd\d+), %rd\d+"
+
+
+def test_three_warp_groups_read_p_from_shared_memory():
+    """THREE_WG: consumers at setmaxnreg 160 (producer 24); PV's A operand is a shared-memory
+    descriptor where the default passes four registers; each warp group publishes its P stores to
+    the tensor core by fence.proxy.async and a 128-thread named barrier; the P bytes are the
+    default path's (FFMA.SAT)."""
+    ptx = ptx_of(compile_kernel("direct-p", 128, **sm90.THREE_WG, options=KEEP))
+    assert re.search(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+160\b", ptx)
+    assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+24\b", ptx)
+    pv = re.findall(_PV_A, ptx)
+    assert pv and all(a.startswith("%rd") for a in pv)
+    default = re.findall(_PV_A, ptx_of(compile_kernel("direct-p", 128, options=KEEP)))
+    assert default and all(a.startswith("{") for a in default)
+    assert "fence.proxy.async.shared::cta" in ptx and re.search(r"\bbar\.sync\s+%r\d+, 128;", ptx)
+    assert "fma.rn.sat.f32" in ptx and not re.search(r"\b(ld|st)\.local", ptx)
+    f16 = ptx_of(compile_kernel("direct-p", 64, **sm90.THREE_WG, f16_bytes=True, options=KEEP))
+    assert "cvt.rn.relu.f16x2.f32" in f16 and "m64n72k32" in f16
+
+
+def test_three_warp_groups_refuse_what_they_cannot_run():
+    from wan_fp4.kernels.sm90.kernel import Sm90Attention
+
+    with pytest.raises(ValueError, match="n_wg=3 needs p_smem=True"):
+        Sm90Attention("direct-p", 128, n_wg=3, overlap=False)
+    with pytest.raises(ValueError, match="p_smem .*needs overlap=False"):
+        Sm90Attention("direct-p", 128, n_wg=3, p_smem=True)
+    with pytest.raises(ValueError, match="p_smem .*needs overlap=False"):
+        Sm90Attention("direct-p", 128, n_wg=3, p_smem=True, overlap=False, intra=True)
+    with pytest.raises(ValueError, match="p_smem applies to mode 'direct-p' only"):
+        Sm90Attention("fp8", 128, n_wg=3, p_smem=True, overlap=False)
+    with pytest.raises(ValueError, match="n_wg must be 1, 2 or 3"):
+        Sm90Attention("direct-p", 128, n_wg=4, p_smem=True, overlap=False)
+    assert Sm90Attention("direct-p", 128, **sm90.THREE_WG).consumer_regs == 160
+    assert Sm90Attention("direct-p", 128).consumer_regs == 240  # the default's split, unchanged
+    assert sm90.applies("direct-p", sm90.THREE_WG) and not sm90.applies("fp8", sm90.THREE_WG)
+
+
 def test_prebuilt_names_carry_the_options_that_differ_from_the_mode_default():
     from wan_fp4.kernels.sm90 import aot
 
@@ -165,6 +204,7 @@ def test_prebuilt_names_carry_the_options_that_differ_from_the_mode_default():
     assert aot.kernel_name("direct-p", 64, {"pingpong": True, "stages": 3}) == "wanfp4_sm90_directp_d64_pingpong1_stages3"
     assert aot.kernel_name("direct-p", 128, {"f16_bytes": True}) == "wanfp4_sm90_directp_d128_f16_bytes1"
     assert aot.kernel_name("direct-p", 128, {"f16_bytes": False}) == "wanfp4_sm90_directp_d128"
+    assert aot.kernel_name("direct-p", 128, sm90.THREE_WG) == "wanfp4_sm90_directp_d128_n_wg3_overlap0_p_smem1"
 
 
 def test_head_dim_64_compiles():

@@ -194,6 +194,7 @@ def profile(mode: str, head_dim: int, exe: str | None = None, **config) -> dict:
         "max_register": max((int(r) for i in instrs for r in re.findall(r"\bR(\d+)\b", i.args)), default=0),
         "tensor_total": sum(i.base in TENSOR_OPS for i in instrs),
         "loop": loop,
+        "instrs": instrs,
         # wgmma per key tile: QK^T over D in k32 steps, PV over the tile's 128 keys in k32 steps
         "tiles_per_iteration": loop.steady_counts["wgmma"] / (head_dim // 32 + 128 // 32),
     }

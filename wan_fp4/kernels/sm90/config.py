@@ -1,13 +1,16 @@
 """The sm90 kernel's launch options: the defaults every launch and every prebuilt kernel uses."""
 from __future__ import annotations
 
-DEFAULT_CONFIG = {"n_wg": 2, "stages": 2, "overlap": True, "fold": 2, "f16_bytes": False}
+DEFAULT_CONFIG = {"n_wg": 2, "stages": 2, "overlap": True, "fold": 2, "f16_bytes": False, "p_smem": False}
 # Per-mode changes to DEFAULT_CONFIG, chosen by measurement (BENCHMARKS.md, sm90 config sweep):
 # fp8's exp2 work overlaps its own PV product (intra); direct-p's cheaper codes gain nothing from it.
 MODE_CONFIG = {"fp8": {"intra": True}}
 # Options only one mode has (the kernel refuses them in the other): a config list meant for both
 # modes (wan-fp4 check --configs, build_prebuilt.py --sm90-config, the benches) skips the other.
-MODE_ONLY = {"f16_bytes": "direct-p"}
+MODE_ONLY = {"f16_bytes": "direct-p", "p_smem": "direct-p"}
+# Three consumer warp groups (192 query rows per CTA, 160 registers each), P staged through shared
+# memory, each warp group's tiles in series (docs/SM90_GEN2.md, plan item 2): options over the default.
+THREE_WG = {"n_wg": 3, "p_smem": True, "overlap": False}
 
 
 def default_config(mode: str) -> dict:

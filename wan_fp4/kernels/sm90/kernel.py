@@ -16,6 +16,10 @@ warp group 0 is the producer (one warp issues TMA for Q, K and the K-major V^T),
                              accumulator of `fold` key tiles; one FFMA per element adds it into FP32)
 and the epilogue writes O = acc * sv / l as BF16 into (B, S, H, D).
 
+p_smem (with n_wg=3: 192 query rows, 160 registers per consumer thread; docs/SM90_GEN2.md): P goes
+to shared memory and the PV wgmma reads it there (SS), and each warp group runs its fold group of
+tiles in series while the other warp groups' products keep the tensor core busy.
+
 Layout trick (no register shuffles): the wgmma accumulator gives a thread S columns
 {8j + 2t, 8j + 2t + 1} while the register A operand wants {4t..4t+3, 16+4t..16+4t+3} per 32-key
 block. Each thread packs its own S values into its A registers in order, so A column k of each
@@ -47,6 +51,8 @@ LOG2_P_SCALE = math.log2(FP8_P_SCALE)  # P carries a factor 256 in both modes (d
 SAT_SPAN = 128.0  # FFMA.SAT clamps to [0, 1]: t is computed divided by this, so [0, 1] holds t in [0, 128]
 MAGIC_S = 1.5 * 2.0**16  # added to t/128 in [0, 1], rounds t to an integer (rne) in the low mantissa bits
 F16_UNIT = 2.0**-24  # the f16 subnormal step: cvt to f16 of t * F16_UNIT rounds t to an integer (f16_bytes)
+REGISTER_FILE = 65536  # 32-bit registers per SM; one CTA per SM
+PRODUCER_REGS = 24  # setmaxnreg of the producer warp group (it only issues TMA)
 
 
 def _tree_max(vals):
@@ -72,17 +78,33 @@ class Regs(NamedTuple):
     l_run: cute.Tensor  # fp8 only: running sum of p (direct-p: acc column D)
     alpha_r: cute.Tensor  # the last softmax's rescale per row half
     alpha_p: cute.Tensor  # rescale acc_o still owes (since the last fold)
+    tPsP: cute.Tensor = None  # p_smem: this thread's P bytes in the P buffers (MMA, 1, KB, buffers)
+    tOrP: cute.Tensor = None  # p_smem: the PV wgmma's A operand in shared memory (MMA, 1, KB, buffers)
 
 
 class Sm90Attention:
     def __init__(self, mode: str, head_dim: int, n_wg: int = 2, stages: int = 2, overlap: bool = True,
-                 pingpong: int = 0, fold: int = 1, intra: bool = False, f16_bytes: bool = False):
+                 pingpong: int = 0, fold: int = 1, intra: bool = False, f16_bytes: bool = False,
+                 p_smem: bool = False):
         if mode not in ("direct-p", "fp8"):
             raise ValueError(f"mode must be 'direct-p' or 'fp8', got {mode!r}")
         if head_dim not in (64, 128):
             raise ValueError(f"head_dim must be 64 or 128, got {head_dim}")
-        if n_wg not in (1, 2):
-            raise ValueError(f"n_wg must be 1 or 2, got {n_wg}")
+        if n_wg not in (1, 2, 3):
+            raise ValueError(f"n_wg must be 1, 2 or 3, got {n_wg}")
+        # p_smem: P goes to shared memory and the PV product reads it there (SS wgmma), so no P
+        # registers are live during PV; each warp group runs its `fold` key tiles serially (QK and
+        # softmax of each, then their PV products), and the other warp groups keep the tensor core
+        # busy meanwhile. Three warp groups fit the register file only this way (about 160 each).
+        if n_wg == 3 and not p_smem:
+            raise ValueError("n_wg=3 needs p_smem=True (three warp groups get 160 registers each, "
+                             "too few for P in registers)")
+        if p_smem and mode != "direct-p":
+            raise ValueError(f"p_smem applies to mode 'direct-p' only, got mode {mode!r} (fp8 spills at the "
+                             "160 registers of n_wg=3)")
+        if p_smem and (overlap or intra or pingpong):
+            raise ValueError("p_smem runs each warp group's tiles serially: it needs overlap=False "
+                             f"and no intra or pingpong, got overlap={overlap} intra={intra} pingpong={pingpong}")
         self.mode = mode
         self.direct = mode == "direct-p"
         self.d = head_dim
@@ -100,8 +122,8 @@ class Sm90Attention:
         self.pingpong = int(pingpong)
         if fold not in (1, 2):
             raise ValueError(f"fold must be 1 or 2, got {fold}")
-        if (fold != 1 or intra or pingpong) and not overlap:
-            raise ValueError("fold=2, intra and pingpong need overlap=True")
+        if ((fold != 1 and not p_smem) or intra or pingpong) and not overlap:
+            raise ValueError("fold=2 (without p_smem), intra and pingpong need overlap=True")
         # fold: key tiles per zero-initialised PV accumulator before it is added into the FP32
         # output (2 = 256 keys); intra: FA3-style, the codes of tile n+1 are computed while
         # PV(n) is on the tensor core (see step).
@@ -112,7 +134,11 @@ class Sm90Attention:
         if f16_bytes and not self.direct:
             raise ValueError(f"f16_bytes applies to mode 'direct-p' only, got mode {mode!r}")
         self.f16_bytes = bool(f16_bytes)
+        self.p_smem = bool(p_smem)
+        self.p_buffers = fold * n_wg  # p_smem: P tiles in shared memory
         self.threads = 128 * (n_wg + 1)
+        # the consumers take what the producer leaves of the register file (a multiple of 8)
+        self.consumer_regs = min(240, (REGISTER_FILE - 128 * PRODUCER_REGS) // (128 * n_wg) // 8 * 8)
 
     # ------------------------------------------------------------------ host side
     @cute.jit
@@ -163,23 +189,28 @@ class Sm90Attention:
         self.bytes_k = TILE_N * d
         self.bytes_v = dv * TILE_N
 
-        stages = self.stages
-
-        @cute.struct
-        class Storage:
-            mbar_q: cute.struct.MemRange[cutlass.Int64, 2]
-            mbar_k: cute.struct.MemRange[cutlass.Int64, 2 * stages]
-            mbar_v: cute.struct.MemRange[cutlass.Int64, 2 * stages]
-            sQ: cute.struct.Align[cute.struct.MemRange[F8, cute.cosize(sQ_layout)], 1024]
-            sK: cute.struct.Align[cute.struct.MemRange[F8, cute.cosize(sK_layout)], 1024]
-            sV: cute.struct.Align[cute.struct.MemRange[F8, cute.cosize(sV_layout)], 1024]
-
-        self.storage = Storage
+        self.storage = self.storage_struct(cute.cosize(sQ_layout), cute.cosize(sK_layout), cute.cosize(sV_layout))
         grid = ((s_q + self.tile_m - 1) // self.tile_m, h, b)
         self.kernel(
             mma_qk, mma_pv, tma_q, tQ, tma_k, tK, tma_v, tV, mO, mL, mSq, mSk, mSv,
             sQ_layout, sK_layout, sV_layout, s_q, s_kv, c,
         ).launch(grid=grid, block=[self.threads, 1, 1], stream=stream, min_blocks_per_mp=1)
+
+    def storage_struct(self, q_bytes, k_bytes, v_bytes):
+        """The shared memory: the Q, K and V barriers, Q, the K and V^T stages, and with p_smem the P
+        buffers (one per key tile of a fold group, per consumer warp group)."""
+        stages = self.stages
+        fields = {
+            "mbar_q": cute.struct.MemRange[cutlass.Int64, 2],
+            "mbar_k": cute.struct.MemRange[cutlass.Int64, 2 * stages],
+            "mbar_v": cute.struct.MemRange[cutlass.Int64, 2 * stages],
+            "sQ": cute.struct.Align[cute.struct.MemRange[F8, q_bytes], 1024],
+            "sK": cute.struct.Align[cute.struct.MemRange[F8, k_bytes], 1024],
+            "sV": cute.struct.Align[cute.struct.MemRange[F8, v_bytes], 1024],
+        }
+        if self.p_smem:
+            fields["sP"] = cute.struct.Align[cute.struct.MemRange[F8, WG_M * TILE_N * self.p_buffers], 1024]
+        return cute.struct(type("Storage", (), {"__annotations__": fields}))
 
     # ------------------------------------------------------------------ device side
     @cute.kernel
@@ -217,13 +248,21 @@ class Sm90Attention:
         sQ = st.sQ.get_tensor(sQ_layout.outer, swizzle=sQ_layout.inner)
         sK = st.sK.get_tensor(sK_layout.outer, swizzle=sK_layout.inner)
         sV = st.sV.get_tensor(sV_layout.outer, swizzle=sV_layout.inner)
+        sP = None
+        if const_expr(self.p_smem):
+            # K-major without swizzle: 8 x 16-byte core matrices, so a thread's 16 words are one
+            # base address plus constants and a warp's 32 stores hit 32 consecutive words
+            sP_layout = cute.tile_to_shape(
+                warpgroup.make_smem_layout_atom(warpgroup.SmemLayoutAtomKind.K_INTER, F8),
+                (WG_M, TILE_N, self.p_buffers), order=(0, 1, 2))
+            sP = st.sP.get_tensor(sP_layout.outer, swizzle=sP_layout.inner)
 
         cute.arch.mbarrier_init_fence()
         cute.arch.sync_threads()
 
         if wg == 0:
             # ---------------- producer: one warp issues all TMA loads
-            cute.arch.setmaxregister_decrease(24)
+            cute.arch.setmaxregister_decrease(PRODUCER_REGS)
             if warp == 0:
                 cpasync.prefetch_descriptor(tma_q)
                 cpasync.prefetch_descriptor(tma_k)
@@ -246,16 +285,16 @@ class Sm90Attention:
                     hv = prod_v.acquire_and_advance()
                     cute.copy(tma_v, tVg[None, n], tVs[None, hv.index], tma_bar_ptr=hv.barrier)
         else:
-            cute.arch.setmaxregister_increase(240)
+            cute.arch.setmaxregister_increase(self.consumer_regs)
             self.consume(
                 mma_qk, mma_pv, sQ, sK, sV, cons_q, cons_k, cons_v, mO, mL, mSq, mSk, mSv,
-                s_q, s_kv, c, n_tiles, m_blk, hh, bb, wg - 1, tidx % 128,
+                s_q, s_kv, c, n_tiles, m_blk, hh, bb, wg - 1, tidx % 128, sP,
             )
 
     @cute.jit
     def consume(
         self, mma_qk, mma_pv, sQ, sK, sV, cons_q, cons_k, cons_v, mO, mL, mSq, mSk, mSv,
-        s_q, s_kv, c, n_tiles, m_blk, hh, bb, wgc, t128,
+        s_q, s_kv, c, n_tiles, m_blk, hh, bb, wgc, t128, sP,
     ):
         thr_qk = mma_qk.get_slice(t128)
         thr_pv = mma_pv.get_slice(t128)
@@ -276,6 +315,11 @@ class Sm90Attention:
         quad = lane % 4
         row0 = m_blk * self.tile_m + wgc * WG_M + (t128 // 32) * 16 + lane // 4  # rows row0, row0 + 8
         q_blk = (m_blk * self.tile_m + wgc * WG_M) // 128
+        if const_expr(self.tile_m % 128 != 0):
+            # a 192-row tile's last warp group can start past the padded queries: any in-range
+            # scale serves its rows, which are never stored
+            if q_blk > (s_q - 1) // 128:
+                q_blk = (s_q - 1) // 128
         sqc = mSq[q_blk, (hh, bb)] * c  # exact: sq is a power of two
         m_run = cute.make_rmem_tensor((2,), Float32)
         l_run = cute.make_rmem_tensor((2,), Float32)  # fp8 only (direct-p: acc column D)
@@ -284,7 +328,34 @@ class Sm90Attention:
 
         hq = cons_q.wait_and_advance()
         regs = Regs(acc_s, acc_t, acc_o, r_p, r_p32, tSrQ, tSrK, tOrV, m_run, l_run, alpha_r, alpha_p)
-        if const_expr(self.overlap):
+        if const_expr(self.p_smem):
+            kmaj = cute.nvgpu.OperandMajorMode.K
+            mma_ss = sm90_utils.make_trivial_tiled_mma(F8, F8, kmaj, kmaj, Float32, (1, 1, 1), (WG_M, self.dv))
+            thr_ss = mma_ss.get_slice(t128)
+            # the register-A partition of sP puts each byte where r_p has it (the same key order)
+            regs = regs._replace(tPsP=thr_pv.partition_A(sP), tOrP=thr_ss.make_fragment_A(thr_ss.partition_A(sP)))
+            fold = self.fold
+            for g in cutlass.range(n_tiles // fold, unroll=1):
+                for i in cutlass.range_constexpr(fold):
+                    n = fold * g + i
+                    qk = sqc * mSk[n, (hh, bb)]
+                    hk = cons_k.wait_and_advance()
+                    self.score_tile(mma_qk, regs, wgc, hk, n, n_tiles, s_kv, qk, quad, i)
+                self.p_ready(wgc)
+                for i in cutlass.range_constexpr(fold):
+                    hv = cons_v.wait_and_advance()
+                    self.pv_tile(mma_ss, regs, wgc, hv, i, fold)
+            if const_expr(fold == 2):
+                if n_tiles % 2 == 1:
+                    # the last tile alone, as the overlapped schedule folds it
+                    n = n_tiles - 1
+                    qk = sqc * mSk[n, (hh, bb)]
+                    hk = cons_k.wait_and_advance()
+                    self.score_tile(mma_qk, regs, wgc, hk, n, n_tiles, s_kv, qk, quad, 0)
+                    self.p_ready(wgc)
+                    hv = cons_v.wait_and_advance()
+                    self.pv_tile(mma_ss, regs, wgc, hv, 0, 1)
+        elif const_expr(self.overlap):
             # QK(0) and softmax(0), then tiles in pairs so that the accumulate/fold flags are
             # compile-time per position.
             hk = cons_k.wait_and_advance()
@@ -374,15 +445,51 @@ class Sm90Attention:
         warpgroup.commit_group()
 
     @cute.jit
-    def issue_pv(self, mma_pv, regs, stage, accumulate):
-        """acc_t (+)= P V over one key tile; accumulate (compile-time) keeps acc_t's earlier tile."""
-        acc_t, r_p, tOrV = regs.acc_t, regs.r_p, regs.tOrV
+    def issue_pv(self, mma_pv, regs, stage, accumulate, p=None):
+        """acc_t (+)= P V over one key tile; accumulate (compile-time) keeps acc_t's earlier tile.
+        p: P as the A operand (MMA, 1, KB), the registers r_p unless given (p_smem: a P buffer)."""
+        acc_t, tOrV = regs.acc_t, regs.tOrV
+        p = regs.r_p if const_expr(p is None) else p
         atom = cute.make_mma_atom(mma_pv.op)
         warpgroup.fence()
-        for kb in cutlass.range_constexpr(cute.size(r_p, mode=[2])):
+        for kb in cutlass.range_constexpr(cute.size(p, mode=[2])):
             atom.set(warpgroup.Field.ACCUMULATE, accumulate or kb != 0)
-            cute.gemm(atom, acc_t, r_p[None, None, kb], tOrV[None, None, kb, stage], acc_t)
+            cute.gemm(atom, acc_t, p[None, None, kb], tOrV[None, None, kb, stage], acc_t)
         warpgroup.commit_group()
+
+    # p_smem: each warp group's fold group of tiles in series. The arithmetic is the overlapped
+    # schedule's, in the same order: tile i's rescale is taken into alpha_p after its softmax for
+    # i = 0 (merge, not pending) and after PV of tile 0 for i = 1 (merge, pending: acc_t holds PV of
+    # tile 0), and the group's PV sum is folded into acc_o once. Only P's route differs.
+    @cute.jit
+    def score_tile(self, mma_qk, regs, wgc, hk, n, n_tiles, s_kv, qk, quad, i):
+        """S = Q K^T of tile n, its P bytes into this warp group's P buffer i (compile-time)."""
+        self.issue_qk(mma_qk, regs, wgc, hk.index)
+        warpgroup.wait_group(0)
+        hk.release()
+        self.softmax(regs, n, n_tiles, s_kv, qk, quad)
+        cute.autovec_copy(regs.r_p, regs.tPsP[None, None, None, wgc * self.fold + i])
+        if const_expr(i == 0):
+            self.merge(regs, False)
+
+    @cute.jit
+    def p_ready(self, wgc):
+        """The warp group's P stores (generic proxy) visible to its wgmma (async proxy): each
+        thread fences, then the warp group's 128 threads meet at named barrier 1 + wgc."""
+        cute.arch.fence_proxy("async.shared", space="cta")
+        cute.arch.barrier(barrier_id=1 + wgc, number_of_threads=128)
+
+    @cute.jit
+    def pv_tile(self, mma_ss, regs, wgc, hv, i, count):
+        """PV of the group's tile i of count (compile-time) from P buffer i (V stage hv); after the
+        last, the fold."""
+        self.issue_pv(mma_ss, regs, hv.index, i > 0, regs.tOrP[None, None, None, wgc * self.fold + i])
+        warpgroup.wait_group(0)
+        hv.release()
+        if const_expr(i + 1 < count):
+            self.merge(regs, True)
+        else:
+            self.promote(regs)
 
     @cute.jit
     def step(self, mma_qk, mma_pv, regs, wgc, n_tiles, s_kv, sqc, mSk, hh, bb, quad, hv, hk,
