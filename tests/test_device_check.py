@@ -119,3 +119,48 @@ def test_bounds_judge_every_bounded_metric():
     assert D._judge({"rel_l2": math.nan}, {"rel_l2": 1e-2}) == ["rel_l2 nan > 0.01"]
     assert D._judge({}, {"rel_l2": 1e-2}) == ["rel_l2 not measured"]
     assert D._judge({"rel_l2": None}, {"rel_l2": 1e-2}) == []  # not applicable to this outcome
+
+
+def _subnormal_cases():
+    return [c for c in D.cases("quick", ["triton"]) if c.inputs == "subnormal"]
+
+
+def test_subnormal_pre_pass_cases_cover_q_k_v_in_every_input_dtype():
+    cases = _subnormal_cases()
+    assert {(c.dtype, c.options["hw_cvt"]) for c in cases} == {
+        (dt, hw) for dt in ("bfloat16", "float32", "float16") for hw in (True, False)}
+    assert {c.dtype for c in D.cases("full", ["triton"]) if c.inputs == "subnormal"} == {"bfloat16", "float32", "float16"}
+    for c in cases:
+        assert c.probe == "prepare" and c.tol == {"worst_mismatch": 0}
+        q, k, v = D.make_inputs(c, torch.device("cpu"))
+        assert q.dtype == getattr(torch, c.dtype)
+        for t in (q, k, v):  # mostly subnormal, and not all zero
+            assert D.subnormal_count(t) > t.numel() // 2 and bool((t != 0).any())
+
+
+def _flush_subnormals(t):
+    return torch.where(t.abs() < torch.finfo(t.dtype).tiny, torch.zeros_like(t), t)
+
+
+@pytest.mark.parametrize("flush", [False, True])
+def test_subnormal_pre_pass_case_fails_when_the_pre_pass_flushes_them(monkeypatch, flush):
+    """Every subnormal case, its pre-pass stood in for by the torch path on CPU (the Triton path the
+    case runs needs CUDA for BF16, see docs/NUMERICS.md): the reference's codes pass, and a pre-pass
+    that flushes subnormal inputs to zero, as FTZ arithmetic would, fails."""
+    import dataclasses
+
+    from wan_fp4.kernels import prepare
+
+    real = prepare.prepare_fp8
+
+    def stand_in(q, k, v, backend, hw_cvt):
+        if flush:
+            q, k, v = (_flush_subnormals(t) for t in (q, k, v))
+        return real(q, k, v, backend="torch")
+
+    monkeypatch.setattr(prepare, "prepare_fp8", stand_in)
+    todo = [dataclasses.replace(c, cuda_only=False) for c in _subnormal_cases()]
+    rows = D.run(todo, "cpu")["cases"]
+    assert [r["status"] for r in rows] == ["FAIL" if flush else "ok"] * len(todo)
+    if flush:
+        assert all(r["failed"][0].startswith("worst_mismatch") for r in rows)

@@ -279,3 +279,46 @@ def test_score_check_clears_ordinary_inputs_on_the_scale_maxima_and_raises_on_hu
     for mode in ("direct-p", "fp8"):
         with pytest.raises(ValueError, match=rf"{mode}: q \. k .* can reach .* q or k is far outside"):
             huge.start_score_range_check(mode, 128 ** -0.5).finish()
+
+
+@triton.jit
+def _load_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n, other=0.0).to(tl.float32), mask=offs < n)
+
+
+def _interpreter_loads_bf16_subnormals_exactly() -> bool:
+    x = torch.tensor([2.0**-127, 2.0**-130 * 3, 2.0**-133]).bfloat16()
+    y = torch.empty(3)
+    _load_kernel[(1,)](x, y, 3, BLOCK=4)
+    return torch.equal(y, x.float())
+
+
+def _subnormal_inputs(dtype):
+    """Q, K (with a per-channel mean) and V at their dtype's smallest normal (head 0) and 2^-7 of it
+    (head 1): mostly subnormal values; for BF16 and FP32 inputs, FP32 subnormals."""
+    g = torch.Generator().manual_seed(9)
+    tiny = torch.finfo(dtype).tiny
+    gain = torch.tensor([tiny, tiny * 2**-7]).view(1, 1, 2, 1)
+    q, k, v = (torch.randn(1, s, 2, 64, generator=g) for s in (150, 300, 300))
+    k = k + torch.randn(1, 1, 2, 64, generator=g)
+    return tuple((t * gain).to(dtype) for t in (q, k, v))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16])
+def test_subnormal_inputs_give_the_reference_codes(dtype):
+    """Subnormals are kept, never flushed: both paths give the reference's codes for subnormal Q, K
+    and V. Triton's CPU interpreter converts subnormal BF16 to FP32 wrongly (its float conversion
+    renormalises the mantissa but keeps exponent 0), so there the Triton path gets the same values
+    as FP32, which the reference quantises identically; the GPU loads BF16 exactly and
+    `wan-fp4 check --kernels triton` (the "prepare subnormal" cases) checks BF16 there."""
+    q, k, v = _subnormal_inputs(dtype)
+    assert all(((t.abs() < torch.finfo(dtype).tiny) & (t != 0)).sum() > t.numel() // 2 for t in (q, k, v))
+    _assert_same_as_reference(prepare.prepare_fp8(q, k, v, backend="torch"), q, k, v)
+    tq, tk, tv = q, k, v
+    if dtype == torch.bfloat16 and not _interpreter_loads_bf16_subnormals_exactly():
+        tq, tk, tv = (t.float() for t in (q, k, v))
+        ref, ref32 = (vars(reference.quantize_fp8(*t)) for t in ((q, k, v), (tq, tk, tv)))
+        bits = lambda t: t.view(torch.uint8) if t.dtype == torch.float8_e4m3fn else t  # noqa: E731
+        assert all(torch.equal(bits(ref[name]), bits(ref32[name])) for name in ref)
+    _assert_same_as_reference(prepare.prepare_fp8(tq, tk, tv, backend="triton"), q, k, v)

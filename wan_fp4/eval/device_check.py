@@ -59,9 +59,11 @@ class Skip(Exception):
 class Case:
     """kernel: a family of kernels/registry.py; probe: a key of PROBES; shape: (B, Sq, Skv, H, D);
     rows: query row ranges compared (empty: all); inputs: "randn" N(0,1), "kmean" (k * 1.5 plus a
-    per-head mean, as real K has) or "self" (k = q); gains: q, k multipliers ("near": just inside
-    the FP8 modes' score range); tol: metric -> largest value allowed (empty: a measurement);
-    options: probe settings (sm90 config, Triton converts, FP4 codes variant)."""
+    per-head mean, as real K has), "subnormal" (kmean, then q, k, v scaled per head to the dtype's
+    smallest normal, 2^-7 of it on odd heads: mostly subnormal values) or "self" (k = q); gains:
+    q, k multipliers ("near": just inside the FP8 modes' score range); tol: metric -> largest value
+    allowed (empty: a measurement); options: probe settings (sm90 config, Triton converts, FP4
+    codes variant)."""
 
     kernel: str
     name: str
@@ -101,7 +103,7 @@ def make_inputs(case: Case, device) -> tuple:
     q = rand(sq).bfloat16()
     if case.inputs == "self":
         k = q.clone()
-    elif case.inputs == "kmean":
+    elif case.inputs in ("kmean", "subnormal"):
         k = (rand(skv) * 1.5 + torch.randn(b, 1, h, d, generator=g, device=device)).bfloat16()
     else:
         k = rand(skv).bfloat16()
@@ -116,7 +118,16 @@ def make_inputs(case: Case, device) -> tuple:
         gq, gk = (near if x == "near" else x for x in (gq, gk))
     q, k = ((t.float() * gain).bfloat16() if gain != 1.0 else t for t, gain in ((q, gq), (k, gk)))
     dtype = getattr(torch, case.dtype)
+    if case.inputs == "subnormal":  # for BF16 and FP32 these are FP32 subnormals
+        tiny = torch.finfo(dtype).tiny
+        gain = torch.tensor([tiny, tiny * 2**-7], device=device)[torch.arange(h, device=device) % 2]
+        q, k, v = (t.float() * gain.view(1, 1, h, 1) for t in (q, k, v))
     return q.to(dtype), k.to(dtype), v.to(dtype)
+
+
+def subnormal_count(t: torch.Tensor) -> int:
+    """Nonzero elements of t below its dtype's smallest normal."""
+    return int(((t.abs() < torch.finfo(t.dtype).tiny) & (t != 0)).sum())
 
 
 def _rows(case: Case, device):
@@ -395,15 +406,31 @@ def probe_prepare(case, ctx):
 
     q, k, v = make_inputs(case, ctx.device)
     ref = reference.quantize_fp8(q, k, v)
+    extra = {}
+    if case.inputs == "subnormal" and ctx.device.type != "cpu":
+        # the contract is IEEE arithmetic with subnormals kept: take the CPU reference, and say
+        # whether this device's torch kernels agree with it
+        on_device = ref
+        ref = reference.quantize_fp8(q.cpu(), k.cpu(), v.cpu())
+        extra["reference_device_vs_cpu"] = max(mismatch(getattr(on_device, f.name).cpu(), getattr(ref, f.name))
+                                                for f in dataclasses.fields(ref))
     prep = prepare.prepare_fp8(q, k, v, backend="triton", hw_cvt=case.options["hw_cvt"])
     mism = {}
     for name, t in prep.reference_layout().items():
-        r = getattr(ref, name)
-        if t.dtype == torch.float8_e4m3fn:
-            t, r = t.view(torch.uint8), r.view(torch.uint8)
-        mism[name] = 1.0 if t.shape != r.shape else (t != r).float().mean().item()
+        mism[name] = mismatch(t.to(ref.q8.device), getattr(ref, name))
     worst = max(mism.values())
-    return {"worst_mismatch": worst}, f"worst mismatch fraction {worst:.3g}  {mism}"
+    detail = f"worst mismatch fraction {worst:.3g}  {mism}"
+    if case.inputs == "subnormal":
+        detail += "  subnormal q/k/v elements: " + "/".join(str(subnormal_count(t)) for t in (q, k, v))
+        detail += "".join(f"  {key} {val:.3g}" for key, val in extra.items())
+    return {"worst_mismatch": worst, **extra}, detail
+
+
+def mismatch(got: torch.Tensor, want: torch.Tensor) -> float:
+    """Fraction of elements whose bits differ (FP8 codes compared as bytes); 1.0 if shapes differ."""
+    if want.dtype == torch.float8_e4m3fn:
+        got, want = got.view(torch.uint8), want.view(torch.uint8)
+    return 1.0 if got.shape != want.shape else (got != want).float().mean().item()
 
 
 def probe_hw_vs_bitarith(case, ctx):
@@ -539,6 +566,15 @@ def _triton(suite):
             out.append(Case(k, f"prepare B{b} Sq{sq} Skv{skv} H{h} D{d} {'hw' if hw else 'bitarith'}", "prepare",
                             shape=s, inputs="kmean", tol={"worst_mismatch": 0}, options={"hw_cvt": hw},
                             seed=sq + skv + d, cuda_only=hw))
+    # Subnormal Q, K, V: codes must still equal the reference's (no flush to zero anywhere). The
+    # CPU interpreter misconverts BF16 subnormals (docs/NUMERICS.md), so the BF16 cases need CUDA.
+    b, sq, skv, h, d = shapes[0]
+    for dtype in ("bfloat16", "float32", "float16"):
+        for hw in (True, False):
+            out.append(Case(k, f"prepare subnormal {dtype} D{d} {'hw' if hw else 'bitarith'}", "prepare",
+                            shape=(b, sq, skv, max(h, 2), d), inputs="subnormal", dtype=dtype,
+                            tol={"worst_mismatch": 0}, options={"hw_cvt": hw}, seed=7,
+                            cuda_only=hw or dtype == "bfloat16"))
     for mode in _modes(k):
         for s, rows in attn:
             b, sq, skv, h, d = s
