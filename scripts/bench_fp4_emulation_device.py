@@ -17,25 +17,18 @@ import math
 import os
 import sys
 import time
-import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for wan_fp4
 
-
-def inputs(b, sq, skv, h, d, seed):
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    q = torch.randn(b, sq, h, d, generator=g, device="cuda")
-    k = torch.randn(b, skv, h, d, generator=g, device="cuda") * 1.5
-    k += torch.randn(b, 1, h, d, generator=g, device="cuda")  # a K mean, as real K has
-    v = torch.randn(b, skv, h, d, generator=g, device="cuda")
-    return q.bfloat16(), k.bfloat16(), v.bfloat16()
+from wan_fp4.eval.device_check import kmean_inputs  # noqa: E402
+from wan_fp4.eval.timing import run_steps  # noqa: E402
 
 
 def time_shape(b, s, h, d, results, configs):
     from triton.testing import do_bench
 
-    q, k, v = inputs(b, s, s, h, d, seed=s + h)
+    q, k, v = kmean_inputs(b, s, s, h, d, "cuda", seed=s + h)
     flops = 4.0 * b * h * s * s * d
     torch.cuda.synchronize()
     t0 = time.time()
@@ -101,17 +94,9 @@ def main():
             {"ladder": False}, {"num_stages": 3}, {"block_m": 64, "num_warps": 4}, {"num_warps": 4},
             {"reshape": False}]))),
     ]
-    for name, fn in steps:
-        if name.startswith("sweep") and time.time() - t0 > args.budget_s:
-            print(f"[skip] {name}: past the {args.budget_s:.0f} s budget")
-            continue
-        try:
-            fn()
-        except Exception:
-            traceback.print_exc()
-            results.setdefault("failures", []).append(name)
-        print(f"  ({time.time() - t0:.0f} s) {name}")
-        (out_dir / "fp4_emulation_device.json").write_text(json.dumps(results, indent=1, default=str))
+    past_budget = lambda name: (f"past the {args.budget_s:.0f} s budget"  # noqa: E731
+                                if name.startswith("sweep") and time.time() - t0 > args.budget_s else None)
+    run_steps(steps, results, out_dir / "fp4_emulation_device.json", t0, skip=past_budget)
 
     print()
     print(f"{results['date']} {results['device']}, torch {results['torch']}, triton {results['triton']}; "

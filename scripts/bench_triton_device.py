@@ -19,21 +19,13 @@ import math
 import os
 import sys
 import time
-import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for wan_fp4
 
+from wan_fp4.eval.device_check import kmean_inputs  # noqa: E402
 from wan_fp4.eval.metrics import rel_l2  # noqa: E402
-
-
-def inputs(b, sq, skv, h, d, device, seed):
-    g = torch.Generator(device=device).manual_seed(seed)
-    q = torch.randn(b, sq, h, d, generator=g, device=device)
-    k = torch.randn(b, skv, h, d, generator=g, device=device) * 1.5
-    k += torch.randn(b, 1, h, d, generator=g, device=device)  # a K mean, as real K has
-    v = torch.randn(b, skv, h, d, generator=g, device=device)
-    return q.bfloat16(), k.bfloat16(), v.bfloat16()
+from wan_fp4.eval.timing import run_steps  # noqa: E402
 
 
 ALL_VARIANTS = [(pv, qk, 0) for pv in (False, True) for qk in (False, True)]
@@ -48,7 +40,7 @@ def sweep_accumulation(results, variants=ALL_VARIANTS, modes=("fp8", "direct-p")
     acc_shapes = [((1, 4097, 4097, 12, 128), slice(0, 4097)), ((1, 32760, 32760, 12, 128), slice(0, 1024))]
     for shape, rows in acc_shapes:
         b, sq, skv, h, d = shape
-        q, k, v = inputs(b, sq, skv, h, d, "cuda", seed=sq + 17)
+        q, k, v = kmean_inputs(b, sq, skv, h, d, "cuda", seed=sq + 17)
         prep = prepare.prepare_fp8(q, k, v, backend="triton")
         for mode in modes:
             ref = reference.attention(q[:, rows], k, v, mode)
@@ -62,7 +54,7 @@ def sweep_accumulation(results, variants=ALL_VARIANTS, modes=("fp8", "direct-p")
                 print(f"[sweep] {mode:8s} B{b} S{sq}/{skv} H{h} pv_split={pv!s:5} qk_split={qk!s:5} "
                       f"promote={pr:2d}: rel L2 vs ref {err:.2e}")
     b, s_, h, d = 1, 32760, 40, 128
-    q, k, v = inputs(b, s_, s_, h, d, "cuda", seed=3)
+    q, k, v = kmean_inputs(b, s_, s_, h, d, "cuda", seed=3)
     prep = prepare.prepare_fp8(q, k, v, backend="triton")
     out = torch.empty_like(q)
     flops = 4.0 * b * h * s_ * s_ * d
@@ -86,7 +78,7 @@ def time_shapes(shapes, results):
 
     rows = []
     for (b, s, h, d) in shapes:
-        q, k, v = inputs(b, s, s, h, d, "cuda", seed=s + h)
+        q, k, v = kmean_inputs(b, s, s, h, d, "cuda", seed=s + h)
         flops = 4.0 * b * h * s * s * d
         rep = max(200, int(3 * flops / 5e11))  # ms: at least ~5 timed calls at 500 TFLOP/s
         bench = lambda fn: do_bench(fn, warmup=max(25, rep // 4), rep=rep, return_mode="median")  # noqa: E731
@@ -161,15 +153,7 @@ def main():
         steps += [("timing", lambda: rows.extend(time_shapes(shapes, results)))]
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name, fn in steps:
-        try:
-            fn()
-        except Exception:
-            traceback.print_exc()
-            results.setdefault("failures", []).append(name)
-        print(f"  ({time.time() - t0:.0f} s)")
-        # written after every step, so a run cut short still returns what it measured
-        (out_dir / "triton_device.json").write_text(json.dumps(results, indent=1, default=str))
+    run_steps(steps, results, out_dir / "triton_device.json", t0)
     if rows:
         print_table(rows, f"{results['date']} {results['device']}, torch {results['torch']}, triton "
                           f"{results['triton']}; do_bench median; N(0,1) BF16 inputs; `{results['command']}`")

@@ -164,3 +164,25 @@ def test_subnormal_pre_pass_case_fails_when_the_pre_pass_flushes_them(monkeypatc
     assert [r["status"] for r in rows] == ["FAIL" if flush else "ok"] * len(todo)
     if flush:
         assert all(r["failed"][0].startswith("worst_mismatch") for r in rows)
+
+
+def test_run_steps_records_a_failing_step_skips_on_request_and_writes_after_each(tmp_path, capsys):
+    import json
+
+    from wan_fp4.eval.timing import run_steps
+
+    results, path, seen = {"job": "bench"}, tmp_path / "r.json", []
+
+    def boom():
+        raise RuntimeError("kernel fault")
+
+    def after():
+        seen.append(json.loads(path.read_text()))  # what the job had returned if cut short here
+        results["timed"] = True
+
+    run_steps([("first", boom), ("sweep", lambda: seen.append("never")), ("last", after)], results, path, 0.0,
+              skip=lambda name: "past the budget" if name == "sweep" else None)
+    assert seen == [{"job": "bench", "failures": ["first"]}]
+    assert json.loads(path.read_text()) == {"job": "bench", "failures": ["first"], "timed": True}
+    out = capsys.readouterr()
+    assert "[skip] sweep: past the budget" in out.out and "kernel fault" in out.err

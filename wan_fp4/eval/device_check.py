@@ -94,6 +94,13 @@ class Context:
 
 
 # ----------------------------------------------------------------------------------------- inputs
+def kmean_inputs(b: int, sq: int, skv: int, h: int, d: int, device, seed: int) -> tuple:
+    """BF16 (B, S, H, D) q, k, v of the "kmean" recipe (k with a per-head mean, as real K has): the
+    inputs the device benches time."""
+    return make_inputs(Case(kernel="bench", name="kmean", shape=(b, sq, skv, h, d), inputs="kmean", seed=seed),
+                       device)
+
+
 def make_inputs(case: Case, device) -> tuple:
     b, sq, skv, h, d = case.shape
     g = torch.Generator(device=device).manual_seed(case.seed)

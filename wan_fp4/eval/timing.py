@@ -2,8 +2,11 @@
 an attention-call timer for `capture.AttentionTap`."""
 from __future__ import annotations
 
+import json
 import statistics
 import time
+import traceback
+from pathlib import Path
 
 import torch
 
@@ -80,3 +83,21 @@ class CallTimer:
                 out[kind] = {"calls": len(ms), "total_ms": sum(ms), "median_ms": statistics.median(ms),
                              "min_ms": min(ms), "max_ms": max(ms)}
         return out
+
+
+def run_steps(steps, results: dict, path: Path, started: float, skip=None) -> None:
+    """Run the (name, fn) steps of a device job in order. A step that raises is printed and listed
+    in results["failures"], and the rest still run; `results` is written to `path` after every step,
+    so a job cut short still returns what it measured. skip(name): a reason to skip it, or None."""
+    for name, fn in steps:
+        reason = skip(name) if skip else None
+        if reason:
+            print(f"[skip] {name}: {reason}")
+            continue
+        try:
+            fn()
+        except Exception:
+            traceback.print_exc()
+            results.setdefault("failures", []).append(name)
+        print(f"  ({time.time() - started:.0f} s) {name}")
+        path.write_text(json.dumps(results, indent=1, default=str))
