@@ -183,8 +183,9 @@ def select_peers(names, device) -> tuple[dict, dict]:
 
 @dataclass(frozen=True)
 class Arm:
-    """One attention measured against the control: a mode (policy: wan_fp4.enable over every layer
-    and step) or a peer (peer: a function replacing the calls through the attention tap)."""
+    """One variant measured against the control: a mode (policy: wan_fp4.enable over every layer
+    and step), a peer (peer: a function replacing the calls through the attention tap) or a stack
+    (linears swapped in, with a mode's policy or stock attention)."""
 
     label: str
     policy: object = None
@@ -466,9 +467,9 @@ def build_report(pipe, cfg: DriftConfig, *, info, device, dtype: str, command: s
     plan = capture_plan(pipe, cfg)
     policies = P.resolve(cfg.policies, num_layers)
     n_policy_runs = len(policies) + (1 if policies and cfg.policy_step_count not in cfg.steps else 0)
-    with tqdm(total=len(cfg.steps) * (1 + len(cfg.modes) + len(peer_fns) + len(cfg.stacks)) + n_policy_runs,
-              desc="drift",
-              unit="run", disable=not progress) as bar:
+    n_arms = len(arms(cfg, num_layers, peer_fns))
+    with tqdm(total=len(cfg.steps) * (1 + n_arms) + n_policy_runs, desc="drift", unit="run",
+              disable=not progress) as bar:
         runs, frames, controls, cap = run_modes(pipe, cfg, bar, plan, peer_fns)
         policy_rows = run_policies(pipe, cfg, policies, controls, bar) if policies else []
     controls.clear()
