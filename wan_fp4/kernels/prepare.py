@@ -34,6 +34,7 @@ Codes and scales equal `wan_fp4.reference.quantize_fp8` bit for bit (tests/test_
 from __future__ import annotations
 
 import logging
+import math
 import os
 from dataclasses import dataclass
 from functools import lru_cache
@@ -70,9 +71,9 @@ class PreparedFP8:
     k_mean: torch.Tensor
     seq_q: int
     seq_kv: int
+    scale_max: torch.Tensor  # (2,) float32: the largest Q and K block scales
     v_perm: tuple | None = None  # v8t column j holds key 32 (j // 32) + v_perm[j % 32]
     v_ones_rows: int = 0  # rows of v8t after D (row D all E4M3 1.0, the rest 0)
-    scale_max: torch.Tensor | None = None  # (2,) float32: the largest Q and K block scales
 
     def start_score_range_check(self, mode: str, scale: float) -> "ScoreRangeCheck":
         """Begin `check_score_range` without waiting for the device: the two scale maxima start
@@ -86,10 +87,7 @@ class PreparedFP8:
                 _skipped_in_capture.append(True)
                 log.warning("wan_fp4: the score-range check is skipped inside CUDA graph capture")
             return ScoreRangeCheck(None, mode, 0.0, None, None)
-        maxima = self.scale_max
-        if maxima is None:
-            maxima = torch.stack((self.q_scale.amax(), self.k_scale.amax()))
-        event = None
+        maxima, event = self.scale_max, None
         if maxima.is_cuda:
             host = torch.empty(2, dtype=torch.float32, pin_memory=True)
             host.copy_(maxima, non_blocking=True)
@@ -226,7 +224,7 @@ def _prepare_torch(q, k, v, v_perm=None, v_ones_rows=0) -> PreparedFP8:
         v8t = torch.cat([v8t, extra], dim=2)
     v8t = v8t.contiguous().view(torch.float8_e4m3fn)
     return PreparedFP8(q8.contiguous(), k8.contiguous(), v8t, q_scale, k_scale, v_scale, k_mean, Sq, Skv,
-                       v_perm, v_ones_rows, torch.stack((q_scale.amax(), k_scale.amax())))
+                       torch.stack((q_scale.amax(), k_scale.amax())), v_perm, v_ones_rows)
 
 
 # ----------------------------------------------------------------------------------- Triton path
@@ -408,23 +406,16 @@ if triton is not None:
 _STATS_CHUNK = 512
 
 
-def _numel(shape) -> int:
-    n = 1
-    for x in shape:
-        n *= x
-    return n
-
-
 def _carve(dtype, device, *shapes) -> list:
     """Tensors of `shapes` as views of one allocation, each starting on a 512-byte boundary (the
     caching allocator's own alignment, so a kernel reading one sees what a separate allocation
     would give): one allocation instead of one per small tensor."""
     align = 512 // dtype.itemsize
-    sizes = [-(-_numel(shape) // align) * align for shape in shapes]
+    sizes = [-(-math.prod(shape) // align) * align for shape in shapes]
     buf = torch.empty(sum(sizes), dtype=dtype, device=device)
     views, at = [], 0
     for shape, size in zip(shapes, sizes):
-        views.append(buf[at:at + _numel(shape)].view(shape))
+        views.append(buf[at:at + math.prod(shape)].view(shape))
         at += size
     return views
 
@@ -438,7 +429,7 @@ def _column_stats_into(k, v, k_mean, v_amax, scale_max) -> None:
     n_chunks = -(-S // _STATS_CHUNK)
     part = (B * H, n_chunks, D)
     ksum, vmax = _carve(torch.float64, k.device, part, part)
-    vmax = vmax.view(-1).view(torch.float32)[: _numel(part)].view(part)  # float32, in half the room
+    vmax = vmax.view(-1).view(torch.float32)[: math.prod(part)].view(part)  # float32, in half the room
     block_d = triton.next_power_of_2(D)
     _column_stats_kernel[(n_chunks, B * H)](k, v, ksum, vmax, S, H, n_chunks, *k.stride(), *v.stride(),
                                             D=D, BLOCK_D=block_d, CHUNK=_STATS_CHUNK, ROWS=32, num_warps=4)
@@ -492,8 +483,7 @@ def _prepare_triton(q, k, v, hw_cvt: bool, v_perm=None, v_ones_rows=0) -> Prepar
         q_scale, k_scale, v_scale, scale_max, Sq, Skv, H, nq, nk, *q.stride(), *k.stride(), *v.stride(),
         D=D, BLOCK_D=triton.next_power_of_2(D), BLOCK_S=QK_SCALE_BLOCK, HW_CVT=hw_cvt,
         PERM=v_perm is not None, ONES_ROWS=v_ones_rows, ONE_CODE=E4M3_ONE, num_warps=8)
-    return PreparedFP8(q8, k8, v8t, q_scale, k_scale, v_scale, k_mean, Sq, Skv, v_perm, v_ones_rows,
-                       scale_max)
+    return PreparedFP8(q8, k8, v8t, q_scale, k_scale, v_scale, k_mean, Sq, Skv, scale_max, v_perm, v_ones_rows)
 
 
 def prepare_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, backend: str = "auto",
