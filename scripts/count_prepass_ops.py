@@ -4,7 +4,7 @@ Runs prepare_fp8 (Triton kernels under the interpreter, the CUDA path's code; an
 path) and the score-range check on ordinary B1 H2 inputs, and prints what each ran: launches
 (Triton kernels + torch ops that are kernels on a GPU), allocations, host reads (.item()).
 
-    python scripts/count_prepass_ops.py [--seq 1024] [--head-dim 128]
+    python scripts/count_prepass_ops.py [--seq 320] [--head-dim 128]
 """
 import argparse
 import json
