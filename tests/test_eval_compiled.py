@@ -153,3 +153,20 @@ def test_a_stack_variant_that_fails_to_apply_leaves_the_weights(tiny_wan, monkey
         with L.Applied(model, L.VARIANTS["direct-p+float8-linears"], timer=L.Timer("cpu")):
             pass
     assert all(m.weight is before[n] for n, m in model.named_modules() if isinstance(m, torch.nn.Linear))
+
+
+def test_reduce_overhead_opens_a_cudagraph_step_per_forward_and_returns_copies(monkeypatch):
+    """CUDA graphs reuse output buffers: under reduce-overhead every forward marks a new step and
+    hands back its own tensors (else a pipeline's conditional prediction is overwritten by the
+    unconditional call); the hooks go with the compile."""
+    from wan_fp4.eval.compiled import compiled
+
+    marks = []
+    monkeypatch.setattr(torch.compiler, "cudagraph_mark_step_begin", lambda: marks.append(1))
+    model = torch.nn.Linear(4, 4)
+    x = torch.randn(2, 4)
+    with compiled(model, CompileSettings("reduce-overhead", "full")):
+        a, b = model(x), model(x)
+    assert len(marks) == 2 and torch.equal(a, b) and a.data_ptr() != b.data_ptr()
+    model(x)
+    assert len(marks) == 2 and not model._forward_pre_hooks and not model._forward_hooks

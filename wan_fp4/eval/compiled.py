@@ -66,6 +66,12 @@ class _Collect(logging.Handler):
         self.sink.append(record.getMessage().splitlines()[0][:300])
 
 
+def _clone_tensors(out):
+    from torch.utils._pytree import tree_map
+
+    return tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, out)
+
+
 def _uncompile(module: torch.nn.Module) -> None:
     for m in module.modules():
         if getattr(m, "_compiled_call_impl", None) is not None:
@@ -86,6 +92,12 @@ def compiled(transformer: torch.nn.Module, settings: CompileSettings):
     kwargs = {"backend": settings.backend}
     if settings.mode != "default":
         kwargs["mode"] = settings.mode
+    hooks = []
+    if settings.mode == "reduce-overhead":
+        # CUDA graphs reuse their output buffers: each forward opens a new step, and returns a copy
+        # (a pipeline holds the conditional prediction while it runs the unconditional one)
+        hooks = [transformer.register_forward_pre_hook(lambda *_: torch.compiler.cudagraph_mark_step_begin()),
+                 transformer.register_forward_hook(lambda _m, _a, out: _clone_tensors(out))]
     try:
         if settings.scope == "full":
             transformer.compile(**kwargs)
@@ -93,6 +105,8 @@ def compiled(transformer: torch.nn.Module, settings: CompileSettings):
             transformer.compile_repeated_blocks(**kwargs)
         yield report
     finally:
+        for hook in hooks:
+            hook.remove()
         dynamo_log.removeHandler(handler)
         _uncompile(transformer)
         # a break dynamo cannot resume from ("skipping the function and falling back to eager") is
