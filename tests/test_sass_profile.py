@@ -60,11 +60,12 @@ def test_profile_of_the_compiled_sm90_kernel():
         pytest.skip("nvidia-cutlass-dsl is not installed")
     if sp.find_cuobjdump() is None:
         pytest.skip("no cuobjdump (CUDA toolkit or triton) to disassemble the cubin")
-    prof = sp.profile("direct-p", 128)
+    prof = sp.profile("direct-p", 128, f16_bytes=False)
     loop = prof["loop"]
     assert prof["spill_instrs"] == 0 and prof["resources"]["local"] == 0
     assert prof["tiles_per_iteration"] == 2  # the loop body handles key tiles in pairs
     # per tile: 4 QK k-steps (D=128) + 4 PV k-steps, PV N = 128 + 8 ones rows; one FFMA.SAT per score
+    # on the fp32 P-byte path
     assert loop.steady_counts["wgmma"] == 16
     assert loop.tensor_ops == {"QGMMA.64x136x32.F32.E4M3.E4M3": 8, "QGMMA.64x128x32.F32.E4M3.E4M3": 8}
     assert loop.steady_counts["FFMA.SAT"] == 2 * 64
@@ -73,14 +74,14 @@ def test_profile_of_the_compiled_sm90_kernel():
 
 
 def test_f16_bytes_p_path_is_one_ffma_half_an_f2fp_and_a_quarter_prmt_per_score():
-    """f16_bytes: per tile (64 scores per thread) 64 FFMA + 32 F2FP.RELU + 16 PRMT replace
+    """f16_bytes (direct-p's default): per tile (64 scores per thread) 64 FFMA + 32 F2FP.RELU + 16 PRMT replace
     64 FFMA.SAT + 64 FADD + 48 PRMT; nothing else in the steady loop changes, no spills."""
     if importlib.util.find_spec("cutlass") is None:
         pytest.skip("nvidia-cutlass-dsl is not installed")
     if sp.find_cuobjdump() is None:
         pytest.skip("no cuobjdump (CUDA toolkit or triton) to disassemble the cubin")
-    base = sp.profile("direct-p", 128)["loop"].steady_counts
-    prof = sp.profile("direct-p", 128, f16_bytes=True)
+    base = sp.profile("direct-p", 128, f16_bytes=False)["loop"].steady_counts
+    prof = sp.profile("direct-p", 128)  # the default
     new = prof["loop"].steady_counts
     assert prof["spill_instrs"] == 0
     assert new.get("FFMA.SAT", 0) == 0 and base["FFMA.SAT"] == 2 * 64

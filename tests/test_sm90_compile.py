@@ -118,28 +118,36 @@ def test_sass_has_qgmma_and_bounded_mufu_ex2(tmp_path):
     assert counts["direct-p"][1] * 16 <= counts["fp8"][1]
 
 
-def test_sass_direct_p_bytes_are_one_ffma_sat_and_no_spills(tmp_path):
-    """The P byte is FFMA.SAT (score scale folded in, clamp at 0 by .sat) + FADD + PRMT: one
-    FFMA.SAT per score per softmax copy, and the default config keeps everything in registers."""
+def _sass(tmp_path, **cfg) -> str:
     exe = _cuobjdump()
     if exe is None:
         pytest.skip("no cuobjdump (CUDA toolkit or triton) to disassemble the cubin")
     path = tmp_path / "dp.cubin"
-    path.write_bytes(cubin_of(compile_kernel("direct-p", 128, options=KEEP)))
+    path.write_bytes(cubin_of(compile_kernel("direct-p", 128, **cfg, options=KEEP)))
     run = subprocess.run([exe, "-sass", str(path)], capture_output=True, text=True)
     if run.returncode != 0:
         pytest.skip(f"cuobjdump cannot read an sm_90a cubin: {run.stderr.strip()[:200]}")
-    sass = run.stdout
+    return run.stdout
+
+
+@pytest.mark.parametrize("f16_bytes", [True, False])
+def test_sass_direct_p_keeps_everything_in_registers(tmp_path, f16_bytes):
+    assert not re.search(r"\b(STL|LDL)\b", _sass(tmp_path, f16_bytes=f16_bytes)), "register spills"
+
+
+def test_sass_direct_p_fp32_bytes_are_one_ffma_sat_per_score(tmp_path):
+    """Without f16_bytes the P byte is FFMA.SAT (score scale folded in, clamp at 0 by .sat) + FADD
+    + PRMT: one FFMA.SAT per score per softmax copy."""
+    sass = _sass(tmp_path, f16_bytes=False)
     n_sat = sass.count("FFMA.SAT")
     assert n_sat > 0 and n_sat % 64 == 0  # 64 scores per thread per tile, per softmax copy
     assert sass.count("FADD") >= n_sat  # the magic-number add, one per score
-    assert not re.search(r"\b(STL|LDL)\b", sass), "register spills"
 
 
 @pytest.mark.parametrize("cfg", [{"fold": 1}, {"intra": True}, {"pingpong": 1}, {"pingpong": 2}, {"stages": 3}])
 def test_other_configs_compile(cfg):
     ptx = ptx_of(compile_kernel("direct-p", 128, **cfg, options=KEEP))
-    assert "fma.rn.sat.f32" in ptx
+    assert "cvt.rn.relu.f16x2.f32" in ptx  # direct-p's default P bytes
     if cfg.get("pingpong"):  # the turn-taking named barriers
         assert re.search(r"\bbar(rier)?(\.cta)?\.arrive", ptx) and re.search(r"\bbar(rier)?(\.cta)?\.sync", ptx)
 
@@ -147,7 +155,7 @@ def test_other_configs_compile(cfg):
 def test_f16_bytes_compiles_to_the_relu_f16_conversion_and_is_direct_p_only():
     ptx = ptx_of(compile_kernel("direct-p", 128, f16_bytes=True, options=KEEP))
     assert ptx.count("cvt.rn.relu.f16x2.f32") > 0 and "fma.rn.sat.f32" not in ptx
-    assert "cvt.rn.relu" not in ptx_of(compile_kernel("direct-p", 128, options=KEEP))
+    assert "cvt.rn.relu" not in ptx_of(compile_kernel("direct-p", 128, f16_bytes=False, options=KEEP))
     from wan_fp4.kernels.sm90.kernel import Sm90Attention
 
     with pytest.raises(ValueError, match="f16_bytes applies to mode 'direct-p' only"):
@@ -162,9 +170,8 @@ _PV_A = r"wgmma\.mma_async\.sync\.aligned\.m64n136k32\.f32\.e4m3\.e4m3 \{[^}]*\}
 def test_three_warp_groups_read_p_from_shared_memory():
     """THREE_WG: consumers at setmaxnreg 160 (producer 24); PV's A operand is a shared-memory
     descriptor where the default passes four registers; each warp group publishes its P stores to
-    the tensor core by fence.proxy.async and a 128-thread named barrier; the P bytes are the
-    default path's (FFMA.SAT)."""
-    ptx = ptx_of(compile_kernel("direct-p", 128, **sm90.THREE_WG, options=KEEP))
+    the tensor core by fence.proxy.async and a 128-thread named barrier; either P-byte path."""
+    ptx = ptx_of(compile_kernel("direct-p", 128, **sm90.THREE_WG, f16_bytes=False, options=KEEP))
     assert re.search(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+160\b", ptx)
     assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+24\b", ptx)
     pv = re.findall(_PV_A, ptx)
@@ -202,8 +209,9 @@ def test_prebuilt_names_carry_the_options_that_differ_from_the_mode_default():
     assert aot.kernel_name("fp8", 128) == "wanfp4_sm90_fp8_d128"
     assert aot.kernel_name("fp8", 128, {"intra": False}) == "wanfp4_sm90_fp8_d128_intra0"
     assert aot.kernel_name("direct-p", 64, {"pingpong": True, "stages": 3}) == "wanfp4_sm90_directp_d64_pingpong1_stages3"
-    assert aot.kernel_name("direct-p", 128, {"f16_bytes": True}) == "wanfp4_sm90_directp_d128_f16_bytes1"
-    assert aot.kernel_name("direct-p", 128, {"f16_bytes": False}) == "wanfp4_sm90_directp_d128"
+    assert sm90.default_config("direct-p")["f16_bytes"] and not sm90.default_config("fp8")["f16_bytes"]
+    assert aot.kernel_name("direct-p", 128, {"f16_bytes": True}) == "wanfp4_sm90_directp_d128"
+    assert aot.kernel_name("direct-p", 128, {"f16_bytes": False}) == "wanfp4_sm90_directp_d128_f16_bytes0"
     assert aot.kernel_name("direct-p", 128, sm90.THREE_WG) == "wanfp4_sm90_directp_d128_n_wg3_overlap0_p_smem1"
 
 

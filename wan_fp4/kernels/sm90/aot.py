@@ -3,7 +3,7 @@ mechanism in wan_fp4/kernels/aot.py (export, C shim, manifest/hash check, first-
 JIT fallback). The launch options they are named by live in config.py.
 
 Artifacts: wan_fp4/kernels/prebuilt/sm90a/ (scripts/build_prebuilt.py --only sm90), one kernel per
-(mode, D) with the mode's default_config, keyed by the hash of kernel.py, ptx.py, compile.py,
+(mode, D) with the mode's default_config, keyed by the hash of kernel.py, ptx.py, compile.py, config.py,
 layout.py and the constants kernel.py imports from wan_fp4.modes.
 Other configs get their own names (kernel_name), so experiments can be built ahead of time too
 (build_prebuilt.py --sm90-config ... --out DIR) and loaded from another folder.
@@ -18,7 +18,7 @@ from .config import default_config
 
 PKG = Path(__file__).resolve().parent
 # the sources whose change invalidates a prebuilt kernel
-SOURCES = ("kernel.py", "ptx.py", "compile.py", "layout.py")
+SOURCES = ("kernel.py", "ptx.py", "compile.py", "layout.py", "config.py")  # config.py: the defaults baked in
 # the wrapper's parameters as host.launch passes them: q, k, vt, o, lse, sq, sk, sv; b, h, s_q, s_kv; c; stream
 SIGNATURE = ("void*",) * 8 + ("int32_t",) * 4 + ("float", "stream")
 # the wan_fp4.modes constants kernel.py bakes into the cubin are part of the key

@@ -4,7 +4,9 @@ from __future__ import annotations
 DEFAULT_CONFIG = {"n_wg": 2, "stages": 2, "overlap": True, "fold": 2, "f16_bytes": False, "p_smem": False}
 # Per-mode changes to DEFAULT_CONFIG, chosen by measurement (BENCHMARKS.md, sm90 config sweep):
 # fp8's exp2 work overlaps its own PV product (intra); direct-p's cheaper codes gain nothing from it.
-MODE_CONFIG = {"fp8": {"intra": True}}
+# direct-p makes its P bytes through f16 (1.75 instead of 2.75 instructions per score; docs/SM90_GEN2.md
+# item 1), which is bit-identical and 4-5% faster at the Wan shapes.
+MODE_CONFIG = {"fp8": {"intra": True}, "direct-p": {"f16_bytes": True}}
 # Options only one mode has (the kernel refuses them in the other): a config list meant for both
 # modes (wan-fp4 check --configs, build_prebuilt.py --sm90-config, the benches) skips the other.
 MODE_ONLY = {"f16_bytes": "direct-p", "p_smem": "direct-p"}
