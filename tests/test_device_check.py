@@ -186,3 +186,23 @@ def test_run_steps_records_a_failing_step_skips_on_request_and_writes_after_each
     assert json.loads(path.read_text()) == {"job": "bench", "failures": ["first"], "timed": True}
     out = capsys.readouterr()
     assert "[skip] sweep: past the budget" in out.out and "kernel fault" in out.err
+
+
+def _non_finite_cases(kernel):
+    return [c for c in D.cases("quick", [kernel]) if c.name.startswith("non-finite")]
+
+
+@pytest.mark.parametrize("skip_check", [False, True])
+def test_non_finite_input_cases_pass_only_when_the_kernel_path_raises(monkeypatch, skip_check):
+    """NaN in q or v, inf in k: every FP8 family has the cases; on the Triton kernels (under the
+    interpreter here) they pass, and fail once the pre-pass's flags are not looked at."""
+    from wan_fp4.kernels import prepare
+
+    for kernel in ("sm90-cute", "triton"):
+        assert {(c.mode, c.options["poison"]) for c in _non_finite_cases(kernel)} == {
+            (m, p) for m in ("direct-p", "fp8") for p in ("q nan", "k inf", "v nan")}
+    if skip_check:
+        monkeypatch.setattr(prepare.ScoreRangeCheck, "finish", lambda self: None)
+    rows = D.run(_non_finite_cases("triton"), "cpu")["cases"]
+    assert len(rows) == 6
+    assert {r["status"] for r in rows} == ({"FAIL"} if skip_check else {"ok"}), [r.get("detail") for r in rows]

@@ -244,12 +244,12 @@ def test_one_launch_pre_pass_matches_torch_and_reference_at_the_edges(kind, d):
     for layout in ({}, v_layout_args("direct-p")):
         tri = prepare.prepare_fp8(q, k, v, backend="triton", **layout)
         ref = prepare.prepare_fp8(q, k, v, backend="torch", **layout)
-        for name in ("q8", "k8", "v8t", "q_scale", "k_scale", "v_scale", "k_mean", "scale_max"):
+        for name in ("q8", "k8", "v8t", "q_scale", "k_scale", "v_scale", "k_mean", "range_stats"):
             got, want = getattr(tri, name), getattr(ref, name)
             if want.dtype == torch.float8_e4m3fn:
                 got, want = got.view(torch.uint8), want.view(torch.uint8)
             assert got.shape == want.shape and torch.equal(got, want), f"{kind} D{d} {layout}: {name} differs"
-        assert torch.equal(tri.scale_max, torch.stack((tri.q_scale.max(), tri.k_scale.max())))
+        assert torch.equal(tri.range_stats, torch.stack((tri.q_scale.max(), tri.k_scale.max(), *torch.zeros(3))))
     _assert_same_as_reference(prepare.prepare_fp8(q, k, v, backend="triton"), q, k, v)
 
 
@@ -279,6 +279,25 @@ def test_score_check_clears_ordinary_inputs_on_the_scale_maxima_and_raises_on_hu
     for mode in ("direct-p", "fp8"):
         with pytest.raises(ValueError, match=rf"{mode}: q \. k .* can reach .* q or k is far outside"):
             huge.start_score_range_check(mode, 128 ** -0.5).finish()
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+@pytest.mark.parametrize("name, value, block", [("q", float("nan"), 0), ("k", float("inf"), 2),
+                                                ("v", float("nan"), 1), ("v", -float("inf"), 2)])
+def test_non_finite_inputs_raise_naming_the_tensor(backend, name, value, block):
+    """A NaN or inf anywhere (here one element in one 128-row block) raises the reference's error
+    from the score check, whichever path quantised: on the GPU the amax can drop a NaN, and the
+    kernels would give NaN rows or silently drop the key."""
+    q, k, v = _inputs(1, 300, 300, 2, 64, seed=5)
+    t = {"q": q, "k": k, "v": v}[name]
+    t[0, block * 128 + 5, 1, 7] = value
+    ops = prepare.prepare_fp8(q, k, v, backend=backend)
+    want = list(ops.range_stats[2:].tolist())
+    assert want == [float(n == name) for n in ("q", "k", "v")]
+    with pytest.raises(ValueError, match=rf"^{name} contains NaN or inf"):
+        ops.check_score_range("direct-p", 64 ** -0.5)
+    with pytest.raises(ValueError, match=rf"^{name} contains NaN or inf"):
+        reference.attention(q, k, v, mode="direct-p")
 
 
 @triton.jit

@@ -373,6 +373,15 @@ def test_operand_packing_is_exactly_formats():
     assert torch.equal(sfv[..., : mx.scales.shape[1]], mx.scales.permute(0, 2, 3, 1))
 
 
+@pytest.mark.parametrize("name", ["q", "k", "v"])
+def test_operand_packing_refuses_non_finite_inputs_naming_the_tensor(name):
+    """NaN or inf would become a NaN scale factor (NaN rows) on the GPU: the reference's error."""
+    x = {n: torch.randn(1, 130, 2, 128) for n in ("q", "k", "v")}
+    x[name][0, 129, 1, 3] = float("nan") if name != "k" else float("inf")
+    with pytest.raises(ValueError, match=rf"^{name} contains NaN or inf"):
+        pack.prepare_operands(x["q"], x["k"], x["v"])
+
+
 def test_launch_args_match_the_reference_constants():
     q = torch.zeros(1, 300, 2, 128)
     ops = pack.prepare_operands(q, q, q)

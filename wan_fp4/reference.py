@@ -72,7 +72,12 @@ def check_finite(q, k, v) -> None:
     saturated code (a finite, wrong output) instead of an error."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not torch.isfinite(t).all():
-            raise ValueError(f"{name} contains NaN or inf; the low-precision modes need finite inputs")
+            raise non_finite_error(name)
+
+
+def non_finite_error(name: str) -> ValueError:
+    """The error every low-precision path raises for a NaN or inf in input `name`."""
+    return ValueError(f"{name} contains NaN or inf; the low-precision modes need finite inputs")
 
 
 @lru_cache(maxsize=256)  # asked on every kernel call; rounding through torch costs host time

@@ -124,6 +124,11 @@ def make_inputs(case: Case, device) -> tuple:
         near = (0.9 * MAX_SCORE_LOG2 / (c * norm_q * norm_k)) ** 0.5  # |m| ~ 0.9 2^19
         gq, gk = (near if x == "near" else x for x in (gq, gk))
     q, k = ((t.float() * gain).bfloat16() if gain != 1.0 else t for t, gain in ((q, gq), (k, gk)))
+    poison = case.options.get("poison")  # "<tensor> nan|inf": one element of q, k or v made non-finite
+    if poison:
+        name, value = poison.split()
+        x = {"q": q, "k": k, "v": v}[name]
+        x[0, x.shape[1] - 1, h - 1, d // 2] = float(value)  # the last block, as a tail is
     dtype = getattr(torch, case.dtype)
     if case.inputs == "subnormal":  # for BF16 and FP32 these are FP32 subnormals
         tiny = torch.finfo(dtype).tiny
@@ -250,7 +255,8 @@ def _outcome(fn):
 
 def probe_score_range(case, ctx):
     """Huge but finite scores: the reference's error, or a finite output that matches it (the FP8
-    modes' FMA fold holds only for row maxima |m| < 2^19, modes.MAX_SCORE_LOG2)."""
+    modes' FMA fold holds only for row maxima |m| < 2^19, modes.MAX_SCORE_LOG2); non-finite
+    inputs: the reference's error."""
     import wan_fp4
 
     q, k, v = make_inputs(case, ctx.device)
@@ -520,6 +526,10 @@ def _score_range(kernel, shape):
                             ("q,k*near (|m| < 2^19)", ("near", "near"))):
             out.append(Case(kernel, f"score range {name}", "score-range", mode, shape, inputs="self", gains=gains,
                             tol={"error_mismatch": 0, "nonfinite": 0, "rel_l2": 1e-2}, seed=20261130))
+        # NaN or inf input: the reference's error (the GPU's amax may drop a NaN; the pre-pass flags it)
+        for poison in ("q nan", "k inf", "v nan"):
+            out.append(Case(kernel, f"non-finite {poison}", "score-range", mode, shape, options={"poison": poison},
+                            tol={"error_mismatch": 0, "nonfinite": 0, "rel_l2": 1e-2}, seed=20261201))
     return out
 
 

@@ -42,7 +42,7 @@ from functools import lru_cache
 import torch
 
 from ..modes import E4M3_MAX, E4M3_ONE, QK_SCALE_BLOCK, TILE_N  # noqa: F401 - E4M3_ONE: sm90.layout imports it from here
-from ..reference import check_score_range, key_mean, log2_scale, pow2_scale
+from ..reference import check_score_range, key_mean, log2_scale, non_finite_error, pow2_scale
 
 log = logging.getLogger("wan_fp4")
 _skipped_in_capture: list = []
@@ -60,6 +60,9 @@ except ImportError:  # pragma: no cover - exercised only where triton is missing
 
 
 
+RANGE_STATS = 5  # PreparedFP8.range_stats: Q and K scale maxima, then Q, K, V non-finite flags
+
+
 @dataclass
 class PreparedFP8:
     q8: torch.Tensor
@@ -71,13 +74,14 @@ class PreparedFP8:
     k_mean: torch.Tensor
     seq_q: int
     seq_kv: int
-    scale_max: torch.Tensor  # (2,) float32: the largest Q and K block scales
+    # (5,) float32: the largest Q and K block scales, then 1 where Q, K, V held a NaN or inf
+    range_stats: torch.Tensor
     v_perm: tuple | None = None  # v8t column j holds key 32 (j // 32) + v_perm[j % 32]
     v_ones_rows: int = 0  # rows of v8t after D (row D all E4M3 1.0, the rest 0)
 
     def start_score_range_check(self, mode: str, scale: float) -> "ScoreRangeCheck":
-        """Begin `check_score_range` without waiting for the device: the two scale maxima start
-        their copy to the host, and the result's `finish()` waits for that copy alone. Queue the
+        """Begin `check_score_range` without waiting for the device: `range_stats` starts its
+        copy to the host, and the result's `finish()` waits for that copy alone. Queue the
         attention kernel between the two, and the GPU never idles waiting on the host.
 
         CUDA graph capture forbids reading back: while a graph is being captured the check is
@@ -87,18 +91,19 @@ class PreparedFP8:
                 _skipped_in_capture.append(True)
                 log.warning("wan_fp4: the score-range check is skipped inside CUDA graph capture")
             return ScoreRangeCheck(None, mode, 0.0, None, None)
-        maxima, event = self.scale_max, None
-        if maxima.is_cuda:
-            host = torch.empty(2, dtype=torch.float32, pin_memory=True)
-            host.copy_(maxima, non_blocking=True)
+        stats, event = self.range_stats, None
+        if stats.is_cuda:
+            host = torch.empty(stats.shape, dtype=torch.float32, pin_memory=True)
+            host.copy_(stats, non_blocking=True)
             event = torch.cuda.Event()
             event.record()
-            maxima = host
-        return ScoreRangeCheck(self, mode, log2_scale(scale), maxima, event)
+            stats = host
+        return ScoreRangeCheck(self, mode, log2_scale(scale), stats, event)
 
     def check_score_range(self, mode: str, scale: float) -> None:
-        """Raise before a launch whose scores would exceed what `mode`'s FP32 arithmetic
-        represents (reference.check_score_range; the reference raises for the same inputs).
+        """Raise before a launch whose inputs held a NaN or inf, or whose scores would exceed what
+        `mode`'s FP32 arithmetic represents (reference.check_finite and check_score_range; the
+        reference raises for the same inputs).
         Waits for the pre-pass; `start_score_range_check` lets a launch go first."""
         self.start_score_range_check(mode, scale).finish()
 
@@ -130,18 +135,22 @@ class ScoreRangeCheck:
     ops: PreparedFP8 | None
     mode: str
     c: float
-    maxima: torch.Tensor | None  # host copy, or on its way to the host
+    stats: torch.Tensor | None  # range_stats' host copy, or on its way to the host
     event: object
 
     def finish(self) -> None:
-        """Raise ValueError (reference.check_score_range) if these operands' scores can leave the
-        mode's range. Ordinary inputs clear it on the scale maxima alone; only inputs the loose
-        bound cannot clear read the code rows (a blocking read, inputs far from usual ranges)."""
+        """Raise ValueError if q, k or v held a NaN or inf (reference.check_finite's error), or if
+        these operands' scores can leave the mode's range (reference.check_score_range). Ordinary
+        inputs clear it on the scale maxima alone; only inputs the loose bound cannot clear read
+        the code rows (a blocking read, inputs far from usual ranges)."""
         if self.ops is None:
             return
         if self.event is not None:
             self.event.synchronize()
-        q_max, k_max = self.maxima.tolist()
+        q_max, k_max, *non_finite = self.stats.tolist()
+        for name, bad in zip(("q", "k", "v"), non_finite):
+            if bad:
+                raise non_finite_error(name)
         o = self.ops
         check_score_range(self.mode, self.c, o.q8, o.q_scale, o.k8, o.k_scale, scale_product=q_max * k_max)
 
@@ -224,12 +233,24 @@ def _prepare_torch(q, k, v, v_perm=None, v_ones_rows=0) -> PreparedFP8:
         v8t = torch.cat([v8t, extra], dim=2)
     v8t = v8t.contiguous().view(torch.float8_e4m3fn)
     return PreparedFP8(q8.contiguous(), k8.contiguous(), v8t, q_scale, k_scale, v_scale, k_mean, Sq, Skv,
-                       torch.stack((q_scale.amax(), k_scale.amax())), v_perm, v_ones_rows)
+                       _torch_range_stats(q, k, v, q_scale, k_scale), v_perm, v_ones_rows)
+
+
+def _torch_range_stats(q, k, v, q_scale, k_scale) -> torch.Tensor:
+    """PreparedFP8.range_stats, computed on the inputs' device without reading anything back."""
+    flags = [(~torch.isfinite(t).all()).float() for t in (q, k, v)]
+    return torch.stack((q_scale.amax(), k_scale.amax(), *flags))
 
 
 # ----------------------------------------------------------------------------------- Triton path
 if triton is not None:
-    _INV_E4M3_MAX = tl.constexpr(1.0 / E4M3_MAX)  # a compile-time constant of the kernels
+    _INV_E4M3_MAX = tl.constexpr(1.0 / E4M3_MAX)  # compile-time constants of the kernels
+    _RANGE_STATS = tl.constexpr(RANGE_STATS)
+
+    @triton.jit
+    def _non_finite(x):
+        """1.0 if the tile holds a NaN or inf, else 0.0 (NaN < inf is false)."""
+        return tl.max(tl.max(tl.where(tl.abs(x) < float("inf"), 0.0, 1.0), axis=1), axis=0)
 
     @triton.jit
     def _pow2_scale_tl(amax):
@@ -273,7 +294,8 @@ if triton is not None:
                           D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
                           HAS_MEAN: tl.constexpr, HW_CVT: tl.constexpr):
         """One 128-token block of one (b, h): [subtract mean], amax, scale, cast, store
-        (B,H,S_pad,D). Returns the block's scale."""
+        (B,H,S_pad,D). Returns the block's scale and 1.0 if the block held a NaN or inf (the amax
+        may drop a NaN, so it cannot tell), else 0.0."""
         b = bh // H
         h = bh % H
         offs_s = blk * BLOCK_S + tl.arange(0, BLOCK_S)
@@ -291,7 +313,7 @@ if triton is not None:
         out = out_ptr + bh * s_pad * D + offs_s[:, None] * D + offs_d[None, :]
         tl.store(out, codes, mask=offs_d[None, :] < D)
         tl.store(scale_ptr + bh * n_blk + blk, scale)
-        return scale
+        return scale, _non_finite(x)
 
     @triton.jit
     def _quant_v_block(v_ptr, amax_ptr, perm_ptr, out_ptr, scale_ptr, blk, bh, S, H, s_pad,
@@ -302,7 +324,8 @@ if triton is not None:
         """One 128-key block of one (b, h): per-channel scale, cast, store transposed
         (B, H, D + ONES_ROWS, S_pad). PERM: output column j holds key 32 (j // 32) + perm[j % 32];
         the permutation is applied to the rows read (whole D-vectors, so the reads stay
-        coalesced) and the transposed store stays in order."""
+        coalesced) and the transposed store stays in order. Returns 1.0 if the block held a NaN
+        or inf, else 0.0."""
         b = bh // H
         h = bh % H
         offs_s = blk * BLOCK_S + tl.arange(0, BLOCK_S)
@@ -326,32 +349,36 @@ if triton is not None:
             tl.store(out_ptr + bh * rows * s_pad + (D + r[:, None]) * s_pad + offs_s[None, :], ones)
         if blk == 0:
             tl.store(scale_ptr + bh * D + offs_d, scale, mask=offs_d < D)
+        return _non_finite(x)
 
     @triton.jit
     def _quant_kernel(q_ptr, k_ptr, v_ptr, mean_ptr, amax_ptr, perm_ptr,
-                      q8_ptr, k8_ptr, v8_ptr, q_scale_ptr, k_scale_ptr, v_scale_ptr, scale_max_ptr,
+                      q8_ptr, k8_ptr, v8_ptr, q_scale_ptr, k_scale_ptr, v_scale_ptr, stats_ptr,
                       Sq, Skv, H, nq, nk,
                       sqb, sqs, sqh, sqd, skb, sks, skh, skd, svb, svs, svh, svd,
                       D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
                       HW_CVT: tl.constexpr, PERM: tl.constexpr, ONES_ROWS: tl.constexpr,
                       ONE_CODE: tl.constexpr):
         """Q, K and V in one launch: blocks [0, nq) of axis 0 quantise Q rows, [nq, nq + nk) K rows
-        (smoothed), the rest V^T. The largest Q and K block scales go to scale_max_ptr[0:2] (zeroed
-        by the statistics pass before), for the score-range check."""
+        (smoothed), the rest V^T. stats_ptr[0:5] (PreparedFP8.range_stats, zeroed by the statistics
+        pass before) gathers the largest Q and K block scales and whether Q, K, V held a NaN or
+        inf, for the host's check."""
         pid = tl.program_id(0)
         bh = tl.program_id(1).to(tl.int64)  # element offsets exceed 2^31 at Wan sizes with B > 4
         if pid < nq:
-            scale = _quant_rows_block(q_ptr, mean_ptr, q8_ptr, q_scale_ptr, pid, bh, Sq, H, nq,
-                                      sqb, sqs, sqh, sqd, D, BLOCK_D, BLOCK_S, False, HW_CVT)
-            tl.atomic_max(scale_max_ptr, scale)  # positive floats: order-free, so exact
+            scale, bad = _quant_rows_block(q_ptr, mean_ptr, q8_ptr, q_scale_ptr, pid, bh, Sq, H, nq,
+                                           sqb, sqs, sqh, sqd, D, BLOCK_D, BLOCK_S, False, HW_CVT)
+            tl.atomic_max(stats_ptr, scale)  # non-negative floats: order-free, so exact
         elif pid < nq + nk:
-            scale = _quant_rows_block(k_ptr, mean_ptr, k8_ptr, k_scale_ptr, pid - nq, bh, Skv, H, nk,
-                                      skb, sks, skh, skd, D, BLOCK_D, BLOCK_S, True, HW_CVT)
-            tl.atomic_max(scale_max_ptr + 1, scale)
+            scale, bad = _quant_rows_block(k_ptr, mean_ptr, k8_ptr, k_scale_ptr, pid - nq, bh, Skv, H, nk,
+                                           skb, sks, skh, skd, D, BLOCK_D, BLOCK_S, True, HW_CVT)
+            tl.atomic_max(stats_ptr + 1, scale)
         else:
-            _quant_v_block(v_ptr, amax_ptr, perm_ptr, v8_ptr, v_scale_ptr, pid - nq - nk, bh, Skv, H,
-                           nk * BLOCK_S, svb, svs, svh, svd, D, BLOCK_D, BLOCK_S, HW_CVT, PERM,
-                           ONES_ROWS, ONE_CODE)
+            bad = _quant_v_block(v_ptr, amax_ptr, perm_ptr, v8_ptr, v_scale_ptr, pid - nq - nk, bh, Skv, H,
+                                 nk * BLOCK_S, svb, svs, svh, svd, D, BLOCK_D, BLOCK_S, HW_CVT, PERM,
+                                 ONES_ROWS, ONE_CODE)
+        if bad > 0:  # rare: one atomic per offending block
+            tl.atomic_max(stats_ptr + 2 + (pid >= nq).to(tl.int32) + (pid >= nq + nk).to(tl.int32), bad)
 
     @triton.jit
     def _column_stats_kernel(k_ptr, v_ptr, ksum_ptr, vmax_ptr, S, H, n_chunks,
@@ -384,11 +411,11 @@ if triton is not None:
         tl.store(vmax_ptr + out, tl.max(vmax, axis=0), mask=offs_d < D)
 
     @triton.jit
-    def _column_totals_kernel(ksum_ptr, vmax_ptr, mean_ptr, amax_ptr, scale_max_ptr, S, n_chunks,
+    def _column_totals_kernel(ksum_ptr, vmax_ptr, mean_ptr, amax_ptr, stats_ptr, S, n_chunks,
                               D: tl.constexpr, BLOCK_D: tl.constexpr):
         """The chunks' partials of one (b, h) -> K mean (float64 sum / S, rounded once to float32,
-        as reference.key_mean) and V channel amax; the first program also zeroes the two
-        scale maxima the quantise kernel raises."""
+        as reference.key_mean) and V channel amax; the first program also zeroes the five
+        range statistics the quantise kernel raises."""
         bh = tl.program_id(0).to(tl.int64)
         offs_d = tl.arange(0, BLOCK_D)
         ksum = tl.zeros((BLOCK_D,), tl.float64)
@@ -400,7 +427,8 @@ if triton is not None:
         tl.store(mean_ptr + bh * D + offs_d, (ksum / S).to(tl.float32), mask=offs_d < D)
         tl.store(amax_ptr + bh * D + offs_d, vmax, mask=offs_d < D)
         if bh == 0:
-            tl.store(scale_max_ptr + tl.arange(0, 2), tl.zeros((2,), tl.float32))
+            offs = tl.arange(0, 8)
+            tl.store(stats_ptr + offs, tl.zeros((8,), tl.float32), mask=offs < _RANGE_STATS)
 
 
 _STATS_CHUNK = 512
@@ -420,11 +448,11 @@ def _carve(dtype, device, *shapes) -> list:
     return views
 
 
-def _column_stats_into(k, v, k_mean, v_amax, scale_max) -> None:
+def _column_stats_into(k, v, k_mean, v_amax, range_stats) -> None:
     """K mean and V channel amax, each (B, H, D) float32, written by two Triton launches (partials
     over key chunks, then their totals): the same bits as reference.key_mean and _v_amax (the
-    partial sums are exact in float64, so their order does not matter). Also zeroes scale_max
-    (two floats, see _quant_kernel)."""
+    partial sums are exact in float64, so their order does not matter). Also zeroes range_stats
+    (see _quant_kernel)."""
     B, S, H, D = k.shape
     n_chunks = -(-S // _STATS_CHUNK)
     part = (B * H, n_chunks, D)
@@ -433,15 +461,15 @@ def _column_stats_into(k, v, k_mean, v_amax, scale_max) -> None:
     block_d = triton.next_power_of_2(D)
     _column_stats_kernel[(n_chunks, B * H)](k, v, ksum, vmax, S, H, n_chunks, *k.stride(), *v.stride(),
                                             D=D, BLOCK_D=block_d, CHUNK=_STATS_CHUNK, ROWS=32, num_warps=4)
-    _column_totals_kernel[(B * H,)](ksum, vmax, k_mean, v_amax, scale_max, S, n_chunks,
+    _column_totals_kernel[(B * H,)](ksum, vmax, k_mean, v_amax, range_stats, S, n_chunks,
                                     D=D, BLOCK_D=block_d, num_warps=4)
 
 
 def _column_stats_triton(k, v):
     """(K mean, V channel amax) of `_column_stats_into`, in fresh tensors."""
     B, _, H, D = k.shape
-    k_mean, v_amax, scale_max = _carve(torch.float32, k.device, (B, H, D), (B, H, D), (2,))
-    _column_stats_into(k, v, k_mean, v_amax, scale_max)
+    k_mean, v_amax, range_stats = _carve(torch.float32, k.device, (B, H, D), (B, H, D), (RANGE_STATS,))
+    _column_stats_into(k, v, k_mean, v_amax, range_stats)
     return k_mean, v_amax
 
 
@@ -475,15 +503,15 @@ def _prepare_triton(q, k, v, hw_cvt: bool, v_perm=None, v_ones_rows=0) -> Prepar
     q8 = torch.empty(B, H, sq_pad, D, dtype=f8, device=dev)
     k8 = torch.empty(B, H, skv_pad, D, dtype=f8, device=dev)
     v8t = torch.empty(B, H, D + v_ones_rows, skv_pad, dtype=f8, device=dev)
-    q_scale, k_scale, v_scale, k_mean, v_amax, scale_max = _carve(
-        torch.float32, dev, (B, H, nq), (B, H, nk), (B, H, D), (B, H, D), (B, H, D), (2,))
-    _column_stats_into(k, v, k_mean, v_amax, scale_max)
+    q_scale, k_scale, v_scale, k_mean, v_amax, range_stats = _carve(
+        torch.float32, dev, (B, H, nq), (B, H, nk), (B, H, D), (B, H, D), (B, H, D), (RANGE_STATS,))
+    _column_stats_into(k, v, k_mean, v_amax, range_stats)
     _quant_kernel[(nq + 2 * nk, B * H)](
         q, k, v, k_mean, v_amax, _perm_on(dev, v_perm), q8, k8, v8t.view(torch.uint8),
-        q_scale, k_scale, v_scale, scale_max, Sq, Skv, H, nq, nk, *q.stride(), *k.stride(), *v.stride(),
+        q_scale, k_scale, v_scale, range_stats, Sq, Skv, H, nq, nk, *q.stride(), *k.stride(), *v.stride(),
         D=D, BLOCK_D=triton.next_power_of_2(D), BLOCK_S=QK_SCALE_BLOCK, HW_CVT=hw_cvt,
         PERM=v_perm is not None, ONES_ROWS=v_ones_rows, ONE_CODE=E4M3_ONE, num_warps=8)
-    return PreparedFP8(q8, k8, v8t, q_scale, k_scale, v_scale, k_mean, Sq, Skv, scale_max, v_perm, v_ones_rows)
+    return PreparedFP8(q8, k8, v8t, q_scale, k_scale, v_scale, k_mean, Sq, Skv, range_stats, v_perm, v_ones_rows)
 
 
 def prepare_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, backend: str = "auto",

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ... import formats
+from ... import formats, reference
 from ...modes import P_BLOCK, TILE_M, TILE_N
 
 HEAD_DIM = 128
@@ -178,6 +178,7 @@ def prepare_operands(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         raise ValueError(f"k and v must have the same shape, got {tuple(k.shape)} and {tuple(v.shape)}")
     if q.shape[0] != k.shape[0] or q.shape[2] != k.shape[2]:
         raise ValueError(f"q and k must agree on batch and heads, got {tuple(q.shape)} and {tuple(k.shape)}")
+    reference.check_finite(q, k, v)  # as the reference: an error, not a NaN scale factor
     b, sq, h, _ = q.shape
     skv = k.shape[1]
     sq_pad, skv_pad = _round_up(sq, Q_PAIR_ROWS), _round_up(skv, TILE_N)
