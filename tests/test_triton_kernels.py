@@ -189,14 +189,17 @@ text = ptx(F.fp4_emulation_fwd, {**{n: f32 for n in F.fp4_emulation_fwd.arg_name
            dict(D=128, DP=128, BLOCK_M=128, BLOCK_N=128, PB=32, RESHAPE=True, LADDER=True, IEEE_DOT=False,
                 DEBUG_P=False), num_warps=8, num_stages=2, enable_fp_fusion=False)
 assert ln2 in text, "fp4 emulation: no LN2 in the LSE"
-ptx(prepare._quant_kernel, dict(q_ptr="*bf16", k_ptr="*bf16", v_ptr="*bf16", mean_ptr=f32, amax_ptr=f32,
+quant = ptx(prepare._quant_kernel, dict(q_ptr="*bf16", k_ptr="*bf16", v_ptr="*bf16", mean_ptr=f32, amax_ptr=f32,
     perm_ptr="*i32", q8_ptr=f8, k8_ptr=f8, v8_ptr="*u8", q_scale_ptr=f32, k_scale_ptr=f32, v_scale_ptr=f32,
     stats_ptr=f32), dict(D=128, BLOCK_D=128, BLOCK_S=128, HW_CVT=True, PERM=True, ONES_ROWS=8, ONE_CODE=0x38),
     num_warps=8)
-ptx(prepare._column_stats_kernel, dict(k_ptr="*bf16", v_ptr="*bf16", ksum_ptr="*fp64", vmax_ptr=f32),
+stats = ptx(prepare._column_stats_kernel, dict(k_ptr="*bf16", v_ptr="*bf16", ksum_ptr="*fp64", vmax_ptr=f32),
     dict(D=128, BLOCK_D=128, CHUNK=512, ROWS=32), num_warps=4)
-ptx(prepare._column_totals_kernel, dict(ksum_ptr="*fp64", vmax_ptr=f32, mean_ptr=f32, amax_ptr=f32,
+totals = ptx(prepare._column_totals_kernel, dict(ksum_ptr="*fp64", vmax_ptr=f32, mean_ptr=f32, amax_ptr=f32,
     stats_ptr=f32), dict(D=128, BLOCK_D=128), num_warps=4)
+# the maxima that flag non-finite inputs keep NaN (plain max.f32 returns the other operand)
+for name, text in (("quantise", quant), ("column stats", stats), ("column totals", totals)):
+    assert "max.NaN.f32" in text and not re.search(r"\bmax\.f32", text), name
 print("ok")
 '''
 

@@ -248,9 +248,15 @@ if triton is not None:
     _RANGE_STATS = tl.constexpr(RANGE_STATS)
 
     @triton.jit
-    def _non_finite(x):
-        """1.0 if the tile holds a NaN or inf, else 0.0 (NaN < inf is false)."""
-        return tl.max(tl.max(tl.where(tl.abs(x) < float("inf"), 0.0, 1.0), axis=1), axis=0)
+    def _max_nan(a, b):
+        """max that keeps a NaN (the hardware max drops it): a maximum over data holding a NaN or
+        inf is not finite, which is how the pre-pass notices non-finite inputs at no extra cost."""
+        return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+    @triton.jit
+    def _non_finite(amax):
+        """1.0 if amax (a maximum of |x| taken with _max_nan) is not finite, else 0.0."""
+        return tl.where(amax < float("inf"), 0.0, 1.0)
 
     @triton.jit
     def _pow2_scale_tl(amax):
@@ -306,14 +312,14 @@ if triton is not None:
         if HAS_MEAN:
             mu = tl.load(mean_ptr + bh * D + offs_d, mask=offs_d < D, other=0.0)
             x = tl.where(ok, x - mu[None, :], 0.0)  # padded rows stay zero codes
-        amax = tl.max(tl.max(tl.abs(x), axis=1), axis=0)
+        amax = tl.reduce(tl.reduce(tl.abs(x), 1, _max_nan), 0, _max_nan)
         scale, inv = _pow2_scale_tl(amax)
         codes = e4m3_rne_sat(x * inv, HW_CVT)  # x * 2^-t == x / 2^t exactly
         s_pad = n_blk * BLOCK_S
         out = out_ptr + bh * s_pad * D + offs_s[:, None] * D + offs_d[None, :]
         tl.store(out, codes, mask=offs_d[None, :] < D)
         tl.store(scale_ptr + bh * n_blk + blk, scale)
-        return scale, _non_finite(x)
+        return scale, _non_finite(amax)
 
     @triton.jit
     def _quant_v_block(v_ptr, amax_ptr, perm_ptr, out_ptr, scale_ptr, blk, bh, S, H, s_pad,
@@ -349,7 +355,7 @@ if triton is not None:
             tl.store(out_ptr + bh * rows * s_pad + (D + r[:, None]) * s_pad + offs_s[None, :], ones)
         if blk == 0:
             tl.store(scale_ptr + bh * D + offs_d, scale, mask=offs_d < D)
-        return _non_finite(x)
+        return _non_finite(tl.reduce(amax, 0, _max_nan))  # V's column maxima kept NaN too
 
     @triton.jit
     def _quant_kernel(q_ptr, k_ptr, v_ptr, mean_ptr, amax_ptr, perm_ptr,
@@ -405,10 +411,10 @@ if triton is not None:
             vx = tl.load(v_ptr + b * svb + h * svh + offs_s[:, None] * svs + offs_d[None, :] * svd,
                          mask=ok, other=0.0)
             ksum += kx.to(tl.float64)
-            vmax = tl.maximum(vmax, tl.abs(vx.to(tl.float32)))
+            vmax = _max_nan(vmax, tl.abs(vx.to(tl.float32)))
         out = bh * n_chunks * D + chunk * D + offs_d
         tl.store(ksum_ptr + out, tl.sum(ksum, axis=0), mask=offs_d < D)
-        tl.store(vmax_ptr + out, tl.max(vmax, axis=0), mask=offs_d < D)
+        tl.store(vmax_ptr + out, tl.reduce(vmax, 0, _max_nan), mask=offs_d < D)
 
     @triton.jit
     def _column_totals_kernel(ksum_ptr, vmax_ptr, mean_ptr, amax_ptr, stats_ptr, S, n_chunks,
@@ -423,7 +429,7 @@ if triton is not None:
         for c in range(0, n_chunks):
             at = (bh * n_chunks + c) * D + offs_d
             ksum += tl.load(ksum_ptr + at, mask=offs_d < D, other=0.0)
-            vmax = tl.maximum(vmax, tl.load(vmax_ptr + at, mask=offs_d < D, other=0.0))
+            vmax = _max_nan(vmax, tl.load(vmax_ptr + at, mask=offs_d < D, other=0.0))
         tl.store(mean_ptr + bh * D + offs_d, (ksum / S).to(tl.float32), mask=offs_d < D)
         tl.store(amax_ptr + bh * D + offs_d, vmax, mask=offs_d < D)
         if bh == 0:
