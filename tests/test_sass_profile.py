@@ -152,12 +152,13 @@ def _schedule(instrs, lo=0, hi=None) -> str:
 
 
 @pytest.mark.parametrize("pingpong", [1, 2])
-def test_three_warp_groups_take_turns_around_each_product(pingpong):
-    """THREE_WG with pingpong: every wgmma batch (QK^T or PV of one tile) sits in a turn, a wait
-    at the 256-thread barrier before and one arrival after it (after issuing with pingpong=1, after
-    completion with 2); the token goes in once before the turns and comes out once after them
-    (predicated: the last group, group 0). Nothing else changes: the same floating-point work per
-    tile, the same P stores, still no spills under setmaxnreg 160."""
+def test_three_warp_groups_take_turns_between_softmaxes(pingpong):
+    """THREE_WG with pingpong: a turn ends after each QK^T (a softmax follows it; the arrival after
+    issuing with pingpong=1, after completion with 2) and the next begins with a wait at the
+    256-thread barrier before the group's next product: QK(n + 1) alone, then PV(n), PV(n + 1) and
+    the next pair's QK together. The token goes in and the first turn begins before the loop; the
+    last turn ends, and the token comes out (group 0, predicated), after it. Nothing else changes:
+    the same floating-point work per tile, the same P stores, no spills under setmaxnreg 160."""
     if importlib.util.find_spec("cutlass") is None:
         pytest.skip("nvidia-cutlass-dsl is not installed")
     if sp.find_cuobjdump() is None:
@@ -170,30 +171,31 @@ def test_three_warp_groups_take_turns_around_each_product(pingpong):
     assert prof["spill_instrs"] == 0 and res["stack"] == 0 and res["local"] == 0
     assert prof["max_register"] < 160 and prof["setmaxnreg"] == base["setmaxnreg"]
     assert any(s.endswith("0xa0") for s in prof["setmaxnreg"]) and any(s.endswith("0x18") for s in prof["setmaxnreg"])
-    turn = "SWQAD" if pingpong == 1 else "SWQDA"
+    qk = "WQAD" if pingpong == 1 else "WQDA"  # QK^T, then the hand-over
     # per iteration: QK(n), QK(n + 1), the P barrier, PV(n), PV(n + 1)
     assert _schedule(base["instrs"], loop.start, loop.end) == "WQDWQDPWQDWQD"
-    assert _schedule(prof["instrs"], loop.start, loop.end) == 2 * turn + "P" + 2 * turn
-    # whole kernel: token in, the loop, the odd last tile's QK and PV, token out
-    assert _schedule(prof["instrs"]) == "a" + 2 * turn + "P" + 2 * turn + turn + "P" + turn + "s"
+    assert _schedule(prof["instrs"], loop.start, loop.end) == qk + "S" + qk + "P" + "SWQD" + "WQD"
+    # whole kernel: token in and first turn, the loop, the odd last tile (QK, PV), last turn ends, token out
+    loop_body = qk + "S" + qk + "PSWQDWQD"
+    assert _schedule(prof["instrs"]) == "aS" + loop_body + qk + "PSWQD" + "As"
     fp = ("wgmma", "FFMA.SAT", "FFMA", "FMUL", "FADD", "FMNMX", "FSEL/FSETP", "MUFU.EX2", "F2F/F2FP/I2F",
           "PRMT", "SHFL", "global/local mem")
     for counts in ("steady_counts", "all_counts"):
         old, new = getattr(base["loop"], counts), getattr(loop, counts)
         for cls in fp:
             assert new.get(cls, 0) == old.get(cls, 0), (counts, cls)
-        assert new["mbarrier/BAR"] - old["mbarrier/BAR"] == 2 * 2 * 2  # 2 tiles x 2 products x (wait, arrive)
+        assert new["mbarrier/BAR"] - old["mbarrier/BAR"] == 2 * 2  # two turns per pair of tiles x (wait, arrive)
 
 
 @pytest.mark.parametrize("pingpong", [1, 2])
-def test_two_warp_groups_take_turns_with_one_ring_protocol(pingpong):
-    """The overlapped schedule's ping-pong uses the same ring: QK(0) before the turns, the token in
-    (predicated), one turn per step (PV(n) + QK(n + 1), or the last PV alone), the token out."""
+def test_two_warp_groups_take_turns_by_the_same_ring(pingpong):
+    """The overlapped schedule's ping-pong uses the same ring: token in and the first turn, QK(0),
+    then one turn per step (PV(n) + QK(n + 1)), the last PV alone, its turn ended by end_turns."""
     if importlib.util.find_spec("cutlass") is None:
         pytest.skip("nvidia-cutlass-dsl is not installed")
     if sp.find_cuobjdump() is None:
         pytest.skip("no cuobjdump (CUDA toolkit or triton) to disassemble the cubin")
     prof = sp.profile("direct-p", 128, pingpong=pingpong)
-    step, last = ("SWQWQADD", "SWQAD") if pingpong == 1 else ("SWQWQDDA", "SWQDA")
-    assert re.fullmatch(f"WQDa({step})+({last})+s", _schedule(prof["instrs"]))
+    qk0, step = ("WQAD", "SWQWQADD") if pingpong == 1 else ("WQDA", "SWQWQDDA")
+    assert re.fullmatch(f"aS{qk0}({step})+(SWQD)+As", _schedule(prof["instrs"]))
     assert prof["spill_instrs"] == 0

@@ -236,6 +236,8 @@ def test_three_warp_groups_refuse_what_they_cannot_run():
         Sm90Attention("direct-p", 128, n_wg=1, pingpong=1)
     with pytest.raises(ValueError, match="p_smem .*needs overlap=False"):
         Sm90Attention("direct-p", 128, n_wg=3, p_smem=True, pingpong=1)
+    with pytest.raises(ValueError, match="pingpong=1 with p_smem needs stages >= fold"):
+        Sm90Attention("direct-p", 128, **sm90.THREE_WG, pingpong=1, fold=2, stages=1)
     with pytest.raises(ValueError, match="pingpong must be 0, 1 or 2"):
         Sm90Attention("direct-p", 128, **sm90.THREE_WG, pingpong=3)
     assert Sm90Attention("direct-p", 128, **sm90.THREE_WG, pingpong=2).pingpong == 2

@@ -100,11 +100,14 @@ class Sm90Attention:
         if n_wg not in (1, 2, 3):
             raise ValueError(f"n_wg must be 1, 2 or 3, got {n_wg}")
         # pingpong: 0 off, 1 hand over after issuing, 2 hand over when the products are done
-        # (turn-taking: see hand_over)
+        # (turn-taking: see wait_my_turn)
         if int(pingpong) not in (0, 1, 2):
             raise ValueError(f"pingpong must be 0, 1 or 2, got {pingpong!r}")
         if pingpong and n_wg == 1:
             raise ValueError(f"pingpong={pingpong} needs two or three consumer warp groups, got n_wg=1")
+        if pingpong and p_smem and stages < fold:
+            raise ValueError(f"pingpong={pingpong} with p_smem needs stages >= fold (a turn holds a fold "
+                             f"group's PV products and the next QK; see wait_my_turn), got stages={stages} fold={fold}")
         if pingpong and not p_smem and (n_wg != 2 or not overlap):
             raise ValueError(f"pingpong={pingpong} takes turns either in the overlapped schedule (n_wg=2, "
                              "overlap=True) or in p_smem's serial one (p_smem=True, overlap=False), got "
@@ -373,12 +376,14 @@ class Sm90Attention:
             # QK(0) and softmax(0), then tiles in pairs so that the accumulate/fold flags are
             # compile-time per position.
             hk = cons_k.wait_and_advance()
+            self.start_turns(wgc)
             self.issue_qk(mma_qk, regs, wgc, hk.index)
+            self.hand_over(wgc, False)
             warpgroup.wait_group(0)
+            self.hand_over(wgc, True)
             hk.release()
             self.softmax(regs, 0, n_tiles, s_kv, sqc * mSk[0, (hh, bb)], quad)
             self.merge(regs, False)
-            self.start_turns(wgc)
             args = (mma_qk, mma_pv, regs, wgc, n_tiles, s_kv, sqc, mSk, hh, bb, quad)
             # pipeline waits stay in this body (their state is loop-carried here, not in helpers)
             for p2 in cutlass.range((n_tiles - 1) // 2, unroll=1):
@@ -438,56 +443,70 @@ class Sm90Attention:
 
     @cute.jit
     def wait_my_turn(self, wgc):
-        """Turn-taking (pingpong): the consumer warp groups issue their tensor products in the
-        order 0, 1, .., n_wg - 1, 0, 1, .., so that they stay out of phase and one group's softmax
-        runs while the others' products occupy the tensor core. A turn is one issue: PV(n) +
-        QK(n + 1) in the overlapped schedule (n_wg = 2), QK(n) or PV(n) alone in p_smem's serial
-        one (any n_wg >= 2).
+        """Turn-taking (pingpong): the consumer warp groups issue their tensor products in turns,
+        round robin 0, 1, .., n_wg - 1, 0, 1, .., so that they stay out of phase and one group's
+        softmax runs while the others' products occupy the tensor core. A turn is what a group
+        issues between two softmaxes: it ends after each QK^T (hand_over) and the next begins
+        before the group's next product. Overlapped schedule (n_wg = 2): QK(0), then per step
+        PV(n) + QK(n + 1), the last PV alone. p_smem's serial one, `fold` key tiles at a time:
+        QK(n) alone for each tile of a fold group after its first, then the fold group's PVs
+        with the next fold group's first QK (the last PVs alone).
 
         A token goes round the ring: named barrier TURN_BARRIER + k of 256 threads is "warp group
         k's turn"; k's 128 threads wait there (bar.sync, here) and its predecessor's 128 arrive
-        (bar.arrive, hand_over). Arrivals and waits stay matched for every tile count:
-        * every consumer warp group takes the same number N of turns, which depends on n_tiles
-          alone: no turn sits under a data-dependent branch, and a last warp group whose query
-          rows are all padding runs every tile too. p_smem: N = 2 n_tiles (QK and PV of each
-          tile, the odd last tile's included; one tile, S_kv <= 128, gives N = 2); overlapped:
-          N = n_tiles (one turn per step, QK(0) before the turns);
-        * start_turns: the last group arrives once at group 0's barrier (the token goes in);
-        * each turn: wait at one's own barrier, issue, arrive at the next group's barrier;
-        * end_turns: group 0 waits once more at its barrier (the token comes out).
-        So barrier k >= 1 sees N waits of group k and N arrivals of group k - 1, and barrier 0
-        sees N + 1 waits of group 0 and 1 + N arrivals of the last group. No group arrives twice
-        at a barrier before its owner waited there: its next arrival needs the token back, which
-        passes through that owner.
+        (bar.arrive) when handing over. Arrivals and waits stay matched for every tile count:
+        * every consumer warp group takes the same number of turns, which depends on n_tiles
+          alone: turns open and close at compile-time positions of the schedule, never under a
+          data-dependent branch, and a last warp group whose query rows are all padding runs
+          every tile too. One key tile (S_kv <= 128) gives two turns ({QK(0)}, {PV(0)}); an odd
+          last tile in p_smem gives {.., QK(n - 1)}, {PV(n - 1)} after its pair's turns;
+        * start_turns: the last group arrives once at group 0's barrier (the token goes in),
+          then every group waits for its first turn;
+        * within a group, waits (a turn opens) and hand-overs (it closes) alternate;
+        * end_turns: every group hands its last turn over, and group 0 waits once more at its
+          barrier (the token comes out).
+        So with N turns per group, barrier k >= 1 sees N waits of group k and N arrivals of group
+        k - 1, and barrier 0 sees N + 1 waits of group 0 and 1 + N arrivals of the last group. No
+        group arrives twice at a barrier before its owner waited there: its next arrival needs
+        the token back, which passes through that owner.
 
-        No deadlock: order the turns by (turn index t, group k). A turn waits only for the turn
-        before it in that order (turn t of group k - 1, or turn t - 1 of the last group), for this
-        group's own earlier products, and for TMA loads, which (K and V^T loaded in tile order)
-        wait only for every group's release of key tiles `stages` or more back, i.e. for products
-        of earlier turns. The pipeline waits (and p_smem's P barrier, within one warp group) come
-        before a turn's wait, so no group holds the token while it waits for data."""
+        No deadlock: order the turns by (turn index t, group k). When a group holds turn t,
+        every product of the turns before it in that order has been issued, and its completion
+        and release need no token. A turn waits for the turn before it, for its group's own
+        earlier products, and for TMA loads. p_smem's turn of PV(n) .. PV(n + fold - 1) and
+        QK(n + fold) waits for V^T(n + 1 ..) and K(n + fold) while holding the token (the other
+        pipeline waits, and p_smem's P barrier within one group, come before a turn's wait).
+        K and V^T are loaded in tile order, so those loads need every group's releases of K up to
+        tile n + fold - stages and of V^T up to n + fold - 1 - stages: products of earlier turns
+        when stages >= fold, which pingpong with p_smem therefore requires."""
         if const_expr(self.pingpong):
             cute.arch.barrier(barrier_id=TURN_BARRIER + wgc, number_of_threads=256)
 
     @cute.jit
+    def pass_turn(self, wgc):
+        cute.arch.barrier_arrive(barrier_id=TURN_BARRIER + (wgc + 1) % self.n_wg, number_of_threads=256)
+
+    @cute.jit
     def hand_over(self, wgc, done):
-        """Give the turn to the next warp group once this one has issued its products
-        (pingpong=1, done=False) or once they completed (pingpong=2, done=True: the groups then
-        never share the tensor core, so one's softmax runs under the others' products)."""
+        """End the turn once this group has issued its products (pingpong=1, done=False) or once
+        they completed (pingpong=2, done=True: the groups then never share the tensor core)."""
         if const_expr(self.pingpong == (2 if done else 1)):
-            cute.arch.barrier_arrive(barrier_id=TURN_BARRIER + (wgc + 1) % self.n_wg, number_of_threads=256)
+            self.pass_turn(wgc)
 
     @cute.jit
     def start_turns(self, wgc):
-        """The token goes in: the last warp group arrives at group 0's barrier, so 0 goes first."""
+        """The token goes in (the last group arrives at group 0's barrier), and the first turn."""
         if const_expr(self.pingpong):
             if wgc == self.n_wg - 1:
                 cute.arch.barrier_arrive(barrier_id=TURN_BARRIER, number_of_threads=256)
+            self.wait_my_turn(wgc)
 
     @cute.jit
     def end_turns(self, wgc):
-        """The token comes out: group 0 takes the last group's final hand-over."""
+        """The last turn ends (its products completed), and the token comes out: group 0 takes
+        the last group's final hand-over."""
         if const_expr(self.pingpong):
+            self.pass_turn(wgc)
             if wgc == 0:
                 self.wait_my_turn(wgc)
 
@@ -521,9 +540,10 @@ class Sm90Attention:
     @cute.jit
     def score_tile(self, mma_qk, regs, wgc, hk, n, n_tiles, s_kv, qk, quad, i):
         """S = Q K^T of tile n, its P bytes into this warp group's P buffer i (compile-time)."""
-        self.wait_my_turn(wgc)
+        if const_expr(i > 0):
+            self.wait_my_turn(wgc)  # a softmax came before: a new turn
         self.issue_qk(mma_qk, regs, wgc, hk.index)
-        self.hand_over(wgc, False)
+        self.hand_over(wgc, False)  # a softmax follows: the turn ends
         warpgroup.wait_group(0)
         self.hand_over(wgc, True)
         hk.release()
@@ -543,11 +563,10 @@ class Sm90Attention:
     def pv_tile(self, mma_ss, regs, wgc, hv, i, count):
         """PV of the group's tile i of count (compile-time) from P buffer i (V stage hv); after the
         last, the fold."""
-        self.wait_my_turn(wgc)
+        if const_expr(i == 0):
+            self.wait_my_turn(wgc)  # after the softmaxes: a turn of these PVs and the next QK
         self.issue_pv(mma_ss, regs, hv.index, i > 0, regs.tOrP[None, None, None, wgc * self.fold + i])
-        self.hand_over(wgc, False)
         warpgroup.wait_group(0)
-        self.hand_over(wgc, True)
         hv.release()
         if const_expr(i + 1 < count):
             self.merge(regs, True)
@@ -597,11 +616,9 @@ class Sm90Attention:
                 self.softmax(regs, n + 1, n_tiles, s_kv, qk, quad)
             self.merge(regs, not fold_now)
         else:
-            self.wait_my_turn(wgc)
+            self.wait_my_turn(wgc)  # the last turn: end_turns closes it
             self.issue_pv(mma_pv, regs, hv.index, accumulate)
-            self.hand_over(wgc, False)
             warpgroup.wait_group(0)
-            self.hand_over(wgc, True)
             hv.release()
             self.promote(regs)
 
