@@ -127,3 +127,75 @@ def test_three_warp_groups_fit_160_registers_with_the_default_p_path(head_dim):
     for tile in (sts[:16], sts[16:]):
         offs = [int(m, 16) for m in (re.search(r"\+0x([0-9a-f]+)\]", i.args).group(1) for i in tile)]
         assert {o - min(offs) for o in offs} == want
+
+
+def _schedule(instrs, lo=0, hi=None) -> str:
+    """The consumer's synchronisation in program order, one letter each: S/A a 256-thread named
+    barrier wait/arrival (the turns; lower case when predicated), P the 128-thread P barrier, W a
+    wgmma batch's fence, Q its wgmmas (one letter per run), D a wait for wgmma completion."""
+    out = []
+    for i in instrs:
+        if i.addr < lo or (hi is not None and i.addr > hi):
+            continue
+        if i.base == "BAR" and i.args.endswith("0x100"):
+            tok = {"BAR.SYNC.DEFER_BLOCKING": "S", "BAR.ARV": "A"}[i.op]
+            out.append(tok.lower() if i.pred else tok)
+        elif i.base == "BAR" and i.args.endswith("0x80"):
+            out.append("P")
+        elif i.op == "WARPGROUP.ARRIVE":
+            out.append("W")
+        elif i.op.startswith("WARPGROUP.DEPBAR"):
+            out.append("D")
+        elif i.base in sp.TENSOR_OPS and out[-1:] != ["Q"]:
+            out.append("Q")
+    return "".join(out)
+
+
+@pytest.mark.parametrize("pingpong", [1, 2])
+def test_three_warp_groups_take_turns_between_softmaxes(pingpong):
+    """THREE_WG with pingpong: a turn ends after each QK^T (a softmax follows it; the arrival after
+    issuing with pingpong=1, after completion with 2) and the next begins with a wait at the
+    256-thread barrier before the group's next product: QK(n + 1) alone, then PV(n), PV(n + 1) and
+    the next pair's QK together. The token goes in and the first turn begins before the loop; the
+    last turn ends, and the token comes out (group 0, predicated), after it. Nothing else changes:
+    the same floating-point work per tile, the same P stores, no spills under setmaxnreg 160."""
+    if importlib.util.find_spec("cutlass") is None:
+        pytest.skip("nvidia-cutlass-dsl is not installed")
+    if sp.find_cuobjdump() is None:
+        pytest.skip("no cuobjdump (CUDA toolkit or triton) to disassemble the cubin")
+    from wan_fp4.kernels.sm90 import THREE_WG
+
+    base = sp.profile("direct-p", 128, **THREE_WG)
+    prof = sp.profile("direct-p", 128, **THREE_WG, pingpong=pingpong)
+    loop, res = prof["loop"], prof["resources"]
+    assert prof["spill_instrs"] == 0 and res["stack"] == 0 and res["local"] == 0
+    assert prof["max_register"] < 160 and prof["setmaxnreg"] == base["setmaxnreg"]
+    assert any(s.endswith("0xa0") for s in prof["setmaxnreg"]) and any(s.endswith("0x18") for s in prof["setmaxnreg"])
+    qk = "WQAD" if pingpong == 1 else "WQDA"  # QK^T, then the hand-over
+    # per iteration: QK(n), QK(n + 1), the P barrier, PV(n), PV(n + 1)
+    assert _schedule(base["instrs"], loop.start, loop.end) == "WQDWQDPWQDWQD"
+    assert _schedule(prof["instrs"], loop.start, loop.end) == qk + "S" + qk + "P" + "SWQD" + "WQD"
+    # whole kernel: token in and first turn, the loop, the odd last tile (QK, PV), last turn ends, token out
+    loop_body = qk + "S" + qk + "PSWQDWQD"
+    assert _schedule(prof["instrs"]) == "aS" + loop_body + qk + "PSWQD" + "As"
+    fp = ("wgmma", "FFMA.SAT", "FFMA", "FMUL", "FADD", "FMNMX", "FSEL/FSETP", "MUFU.EX2", "F2F/F2FP/I2F",
+          "PRMT", "SHFL", "global/local mem")
+    for counts in ("steady_counts", "all_counts"):
+        old, new = getattr(base["loop"], counts), getattr(loop, counts)
+        for cls in fp:
+            assert new.get(cls, 0) == old.get(cls, 0), (counts, cls)
+        assert new["mbarrier/BAR"] - old["mbarrier/BAR"] == 2 * 2  # two turns per pair of tiles x (wait, arrive)
+
+
+@pytest.mark.parametrize("pingpong", [1, 2])
+def test_two_warp_groups_take_turns_by_the_same_ring(pingpong):
+    """The overlapped schedule's ping-pong uses the same ring: token in and the first turn, QK(0),
+    then one turn per step (PV(n) + QK(n + 1)), the last PV alone, its turn ended by end_turns."""
+    if importlib.util.find_spec("cutlass") is None:
+        pytest.skip("nvidia-cutlass-dsl is not installed")
+    if sp.find_cuobjdump() is None:
+        pytest.skip("no cuobjdump (CUDA toolkit or triton) to disassemble the cubin")
+    prof = sp.profile("direct-p", 128, pingpong=pingpong)
+    qk0, step = ("WQAD", "SWQWQADD") if pingpong == 1 else ("WQDA", "SWQWQDDA")
+    assert re.fullmatch(f"aS{qk0}({step})+(SWQD)+As", _schedule(prof["instrs"]))
+    assert prof["spill_instrs"] == 0

@@ -184,6 +184,34 @@ def test_three_warp_groups_read_p_from_shared_memory():
     assert "cvt.rn.relu.f16x2.f32" in f16 and "m64n72k32" in f16
 
 
+_BAR = r"\bbar(?:rier)?(?:\.cta)?\.(sync|arrive)\s+(%r\d+|\d+)(?:, (\d+))?;"
+
+
+@pytest.mark.parametrize("pingpong", [1, 2])
+def test_three_warp_groups_take_turns(pingpong):
+    """THREE_WG with pingpong: still setmaxnreg 160/24 and no spills; the turns are 256-thread named
+    barriers (a warp group's 128 threads wait with bar.sync, its predecessor's 128 arrive), the token
+    enters at group 0's barrier TURN_BARRIER, and the ids stay clear of the 128-thread P barriers
+    (P_BARRIER + group, up to three groups) and of barrier 0 (__syncthreads)."""
+    from wan_fp4.kernels.sm90.kernel import P_BARRIER, TURN_BARRIER
+
+    assert P_BARRIER >= 1 and TURN_BARRIER >= P_BARRIER + 3 and TURN_BARRIER + 3 <= 16
+    ptx = ptx_of(compile_kernel("direct-p", 128, **sm90.THREE_WG, pingpong=pingpong, options=KEEP))
+    assert re.search(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+160\b", ptx)
+    assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+24\b", ptx)
+    assert not re.search(r"\b(ld|st)\.local", ptx)
+    bars = set(re.findall(_BAR, ptx))
+    assert ("arrive", str(TURN_BARRIER), "256") in bars  # the token goes in
+    assert {kind for kind, bid, n in bars if n == "256" and bid.startswith("%r")} == {"sync", "arrive"}
+    assert any(kind == "sync" and n == "128" for kind, bid, n in bars)  # p_ready
+    assert {n for _, _, n in bars} == {"", "128", "256"}  # "": bar.sync 0
+    plain = set(re.findall(_BAR, ptx_of(compile_kernel("direct-p", 128, **sm90.THREE_WG, options=KEEP))))
+    assert not any(n == "256" for _, _, n in plain)
+    # the ring also closes over two warp groups of the serial schedule
+    two = ptx_of(compile_kernel("direct-p", 128, **{**sm90.THREE_WG, "n_wg": 2}, pingpong=pingpong, options=KEEP))
+    assert ("arrive", str(TURN_BARRIER), "256") in set(re.findall(_BAR, two))
+
+
 def test_three_warp_groups_refuse_what_they_cannot_run():
     from wan_fp4.kernels.sm90.kernel import Sm90Attention
 
@@ -197,6 +225,22 @@ def test_three_warp_groups_refuse_what_they_cannot_run():
         Sm90Attention("fp8", 128, n_wg=3, p_smem=True, overlap=False)
     with pytest.raises(ValueError, match="n_wg must be 1, 2 or 3"):
         Sm90Attention("direct-p", 128, n_wg=4, p_smem=True, overlap=False)
+    # turn-taking: in the overlapped schedule with two warp groups or in p_smem's serial one
+    with pytest.raises(ValueError, match="pingpong=1 takes turns .* got n_wg=3 overlap=False p_smem=False"):
+        Sm90Attention("direct-p", 128, n_wg=3, overlap=False, pingpong=1)
+    with pytest.raises(ValueError, match="pingpong=2 takes turns .* got n_wg=3 overlap=True p_smem=False"):
+        Sm90Attention("direct-p", 128, n_wg=3, pingpong=2)
+    with pytest.raises(ValueError, match="pingpong=1 takes turns .* got n_wg=2 overlap=False"):
+        Sm90Attention("direct-p", 128, overlap=False, pingpong=1)
+    with pytest.raises(ValueError, match="pingpong=1 needs two or three consumer warp groups"):
+        Sm90Attention("direct-p", 128, n_wg=1, pingpong=1)
+    with pytest.raises(ValueError, match="p_smem .*needs overlap=False"):
+        Sm90Attention("direct-p", 128, n_wg=3, p_smem=True, pingpong=1)
+    with pytest.raises(ValueError, match="pingpong=1 with p_smem needs stages >= fold"):
+        Sm90Attention("direct-p", 128, **sm90.THREE_WG, pingpong=1, fold=2, stages=1)
+    with pytest.raises(ValueError, match="pingpong must be 0, 1 or 2"):
+        Sm90Attention("direct-p", 128, **sm90.THREE_WG, pingpong=3)
+    assert Sm90Attention("direct-p", 128, **sm90.THREE_WG, pingpong=2).pingpong == 2
     assert Sm90Attention("direct-p", 128, **sm90.THREE_WG).consumer_regs == 160
     assert Sm90Attention("direct-p", 128).consumer_regs == 240  # the default's split, unchanged
     assert sm90.applies("direct-p", sm90.THREE_WG) and not sm90.applies("fp8", sm90.THREE_WG)
@@ -213,6 +257,8 @@ def test_prebuilt_names_carry_the_options_that_differ_from_the_mode_default():
     assert aot.kernel_name("direct-p", 128, {"f16_bytes": True}) == "wanfp4_sm90_directp_d128"
     assert aot.kernel_name("direct-p", 128, {"f16_bytes": False}) == "wanfp4_sm90_directp_d128_f16_bytes0"
     assert aot.kernel_name("direct-p", 128, sm90.THREE_WG) == "wanfp4_sm90_directp_d128_n_wg3_overlap0_p_smem1"
+    assert (aot.kernel_name("direct-p", 128, {**sm90.THREE_WG, "pingpong": 1})
+            == "wanfp4_sm90_directp_d128_n_wg3_overlap0_p_smem1_pingpong1")
 
 
 def test_head_dim_64_compiles():

@@ -18,7 +18,9 @@ and the epilogue writes O = acc * sv / l as BF16 into (B, S, H, D).
 
 p_smem (with n_wg=3: 192 query rows, 160 registers per consumer thread; docs/SM90_GEN2.md): P goes
 to shared memory and the PV wgmma reads it there (SS), and each warp group runs its fold group of
-tiles in series while the other warp groups' products keep the tensor core busy.
+tiles in series while the other warp groups' products keep the tensor core busy. With pingpong the
+warp groups take turns, round robin, to issue each product (see wait_my_turn), so that they cannot
+fall into phase.
 
 Layout trick (no register shuffles): the wgmma accumulator gives a thread S columns
 {8j + 2t, 8j + 2t + 1} while the register A operand wants {4t..4t+3, 16+4t..16+4t+3} per 32-key
@@ -53,6 +55,11 @@ MAGIC_S = 1.5 * 2.0**16  # added to t/128 in [0, 1], rounds t to an integer (rne
 F16_UNIT = 2.0**-24  # the f16 subnormal step: cvt to f16 of t * F16_UNIT rounds t to an integer (f16_bytes)
 REGISTER_FILE = 65536  # 32-bit registers per SM; one CTA per SM
 PRODUCER_REGS = 24  # setmaxnreg of the producer warp group (it only issues TMA)
+# Named barriers (0 is __syncthreads): P_BARRIER + k publishes consumer warp group k's P stores to
+# its own wgmma (p_smem); TURN_BARRIER + k is warp group k's turn to issue (pingpong). Three
+# consumer warp groups at most, so the two ranges never meet.
+P_BARRIER = 1
+TURN_BARRIER = P_BARRIER + 3
 
 
 def _tree_max(vals):
@@ -92,6 +99,19 @@ class Sm90Attention:
             raise ValueError(f"head_dim must be 64 or 128, got {head_dim}")
         if n_wg not in (1, 2, 3):
             raise ValueError(f"n_wg must be 1, 2 or 3, got {n_wg}")
+        # pingpong: 0 off, 1 hand over after issuing, 2 hand over when the products are done
+        # (turn-taking: see wait_my_turn)
+        if int(pingpong) not in (0, 1, 2):
+            raise ValueError(f"pingpong must be 0, 1 or 2, got {pingpong!r}")
+        if pingpong and n_wg == 1:
+            raise ValueError(f"pingpong={pingpong} needs two or three consumer warp groups, got n_wg=1")
+        if pingpong and p_smem and stages < fold:
+            raise ValueError(f"pingpong={pingpong} with p_smem needs stages >= fold (a turn holds a fold "
+                             f"group's PV products and the next QK; see wait_my_turn), got stages={stages} fold={fold}")
+        if pingpong and not p_smem and (n_wg != 2 or not overlap):
+            raise ValueError(f"pingpong={pingpong} takes turns either in the overlapped schedule (n_wg=2, "
+                             "overlap=True) or in p_smem's serial one (p_smem=True, overlap=False), got "
+                             f"n_wg={n_wg} overlap={overlap} p_smem={p_smem}")
         # p_smem: P goes to shared memory and the PV product reads it there (SS wgmma), so no P
         # registers are live during PV; each warp group runs its `fold` key tiles serially (QK and
         # softmax of each, then their PV products), and the other warp groups keep the tensor core
@@ -102,9 +122,9 @@ class Sm90Attention:
         if p_smem and mode != "direct-p":
             raise ValueError(f"p_smem applies to mode 'direct-p' only, got mode {mode!r} (fp8 spills at the "
                              "160 registers of n_wg=3)")
-        if p_smem and (overlap or intra or pingpong):
+        if p_smem and (overlap or intra):
             raise ValueError("p_smem runs each warp group's tiles serially: it needs overlap=False "
-                             f"and no intra or pingpong, got overlap={overlap} intra={intra} pingpong={pingpong}")
+                             f"and no intra, got overlap={overlap} intra={intra}")
         self.mode = mode
         self.direct = mode == "direct-p"
         self.d = head_dim
@@ -114,16 +134,11 @@ class Sm90Attention:
         self.tile_m = WG_M * n_wg
         self.stages = stages
         self.overlap = overlap
-        # pingpong: 0 off, 1 hand over after issuing, 2 hand over when the products are done
-        if int(pingpong) not in (0, 1, 2):
-            raise ValueError(f"pingpong must be 0, 1 or 2, got {pingpong!r}")
-        if pingpong and n_wg != 2:
-            raise ValueError("pingpong needs two consumer warp groups (n_wg=2)")
         self.pingpong = int(pingpong)
         if fold not in (1, 2):
             raise ValueError(f"fold must be 1 or 2, got {fold}")
-        if ((fold != 1 and not p_smem) or intra or pingpong) and not overlap:
-            raise ValueError("fold=2 (without p_smem), intra and pingpong need overlap=True")
+        if ((fold != 1 and not p_smem) or intra) and not overlap:
+            raise ValueError("fold=2 (without p_smem) and intra need overlap=True")
         # fold: key tiles per zero-initialised PV accumulator before it is added into the FP32
         # output (2 = 256 keys); intra: FA3-style, the codes of tile n+1 are computed while
         # PV(n) is on the tensor core (see step).
@@ -335,6 +350,7 @@ class Sm90Attention:
             # the register-A partition of sP puts each byte where r_p has it (the same key order)
             regs = regs._replace(tPsP=thr_pv.partition_A(sP), tOrP=thr_ss.make_fragment_A(thr_ss.partition_A(sP)))
             fold = self.fold
+            self.start_turns(wgc)
             for g in cutlass.range(n_tiles // fold, unroll=1):
                 for i in cutlass.range_constexpr(fold):
                     n = fold * g + i
@@ -355,18 +371,19 @@ class Sm90Attention:
                     self.p_ready(wgc)
                     hv = cons_v.wait_and_advance()
                     self.pv_tile(mma_ss, regs, wgc, hv, 0, 1)
+            self.end_turns(wgc)
         elif const_expr(self.overlap):
             # QK(0) and softmax(0), then tiles in pairs so that the accumulate/fold flags are
             # compile-time per position.
             hk = cons_k.wait_and_advance()
+            self.start_turns(wgc)
             self.issue_qk(mma_qk, regs, wgc, hk.index)
+            self.hand_over(wgc, False)
             warpgroup.wait_group(0)
+            self.hand_over(wgc, True)
             hk.release()
             self.softmax(regs, 0, n_tiles, s_kv, sqc * mSk[0, (hh, bb)], quad)
             self.merge(regs, False)
-            if const_expr(self.pingpong):
-                if wgc == 1:
-                    self.let_other_issue(0)  # warp group 0 issues first
             args = (mma_qk, mma_pv, regs, wgc, n_tiles, s_kv, sqc, mSk, hh, bb, quad)
             # pipeline waits stay in this body (their state is loop-carried here, not in helpers)
             for p2 in cutlass.range((n_tiles - 1) // 2, unroll=1):
@@ -386,6 +403,7 @@ class Sm90Attention:
             else:
                 hv = cons_v.wait_and_advance()
                 self.step(*args, hv, None, n0, False, True)
+            self.end_turns(wgc)
         else:
             for n in cutlass.range(n_tiles, unroll=1):
                 hk = cons_k.wait_and_advance()
@@ -423,16 +441,74 @@ class Sm90Attention:
                         val = acc_o[cc + 2 * hf + 4 * j] * mSv[col, (hh, bb)] * inv_l
                         gO[r, col] = val.to(cutlass.BFloat16)
 
-    # Ping-pong (2 consumer warp groups): each group issues its PV(n) + QK(n+1) wgmmas only on its
-    # turn, so one group's softmax runs while the other's products occupy the tensor core.
-    # Named barriers 1 and 2 (0 is __syncthreads), 256 threads: 128 wait, 128 arrive.
     @cute.jit
     def wait_my_turn(self, wgc):
-        cute.arch.barrier(barrier_id=1 + wgc, number_of_threads=256)
+        """Turn-taking (pingpong): the consumer warp groups issue their tensor products in turns,
+        round robin 0, 1, .., n_wg - 1, 0, 1, .., so that they stay out of phase and one group's
+        softmax runs while the others' products occupy the tensor core. A turn is what a group
+        issues between two softmaxes: it ends after each QK^T (hand_over) and the next begins
+        before the group's next product. Overlapped schedule (n_wg = 2): QK(0), then per step
+        PV(n) + QK(n + 1), the last PV alone. p_smem's serial one, `fold` key tiles at a time:
+        QK(n) alone for each tile of a fold group after its first, then the fold group's PVs
+        with the next fold group's first QK (the last PVs alone).
+
+        A token goes round the ring: named barrier TURN_BARRIER + k of 256 threads is "warp group
+        k's turn"; k's 128 threads wait there (bar.sync, here) and its predecessor's 128 arrive
+        (bar.arrive) when handing over. Arrivals and waits stay matched for every tile count:
+        * every consumer warp group takes the same number of turns, which depends on n_tiles
+          alone: turns open and close at compile-time positions of the schedule, never under a
+          data-dependent branch, and a last warp group whose query rows are all padding runs
+          every tile too. One key tile (S_kv <= 128) gives two turns ({QK(0)}, {PV(0)}); an odd
+          last tile in p_smem gives {.., QK(n - 1)}, {PV(n - 1)} after its pair's turns;
+        * start_turns: the last group arrives once at group 0's barrier (the token goes in),
+          then every group waits for its first turn;
+        * within a group, waits (a turn opens) and hand-overs (it closes) alternate;
+        * end_turns: every group hands its last turn over, and group 0 waits once more at its
+          barrier (the token comes out).
+        So with N turns per group, barrier k >= 1 sees N waits of group k and N arrivals of group
+        k - 1, and barrier 0 sees N + 1 waits of group 0 and 1 + N arrivals of the last group. No
+        group arrives twice at a barrier before its owner waited there: its next arrival needs
+        the token back, which passes through that owner.
+
+        No deadlock: order the turns by (turn index t, group k). When a group holds turn t,
+        every product of the turns before it in that order has been issued, and its completion
+        and release need no token. A turn waits for the turn before it, for its group's own
+        earlier products, and for TMA loads. p_smem's turn of PV(n) .. PV(n + fold - 1) and
+        QK(n + fold) waits for V^T(n + 1 ..) and K(n + fold) while holding the token (the other
+        pipeline waits, and p_smem's P barrier within one group, come before a turn's wait).
+        K and V^T are loaded in tile order, so those loads need every group's releases of K up to
+        tile n + fold - stages and of V^T up to n + fold - 1 - stages: products of earlier turns
+        when stages >= fold, which pingpong with p_smem therefore requires."""
+        if const_expr(self.pingpong):
+            cute.arch.barrier(barrier_id=TURN_BARRIER + wgc, number_of_threads=256)
 
     @cute.jit
-    def let_other_issue(self, other):
-        cute.arch.barrier_arrive(barrier_id=1 + other, number_of_threads=256)
+    def pass_turn(self, wgc):
+        cute.arch.barrier_arrive(barrier_id=TURN_BARRIER + (wgc + 1) % self.n_wg, number_of_threads=256)
+
+    @cute.jit
+    def hand_over(self, wgc, done):
+        """End the turn once this group has issued its products (pingpong=1, done=False) or once
+        they completed (pingpong=2, done=True: the groups then never share the tensor core)."""
+        if const_expr(self.pingpong == (2 if done else 1)):
+            self.pass_turn(wgc)
+
+    @cute.jit
+    def start_turns(self, wgc):
+        """The token goes in (the last group arrives at group 0's barrier), and the first turn."""
+        if const_expr(self.pingpong):
+            if wgc == self.n_wg - 1:
+                cute.arch.barrier_arrive(barrier_id=TURN_BARRIER, number_of_threads=256)
+            self.wait_my_turn(wgc)
+
+    @cute.jit
+    def end_turns(self, wgc):
+        """The last turn ends (its products completed), and the token comes out: group 0 takes
+        the last group's final hand-over."""
+        if const_expr(self.pingpong):
+            self.pass_turn(wgc)
+            if wgc == 0:
+                self.wait_my_turn(wgc)
 
     @cute.jit
     def issue_qk(self, mma_qk, regs, wgc, stage):
@@ -464,8 +540,12 @@ class Sm90Attention:
     @cute.jit
     def score_tile(self, mma_qk, regs, wgc, hk, n, n_tiles, s_kv, qk, quad, i):
         """S = Q K^T of tile n, its P bytes into this warp group's P buffer i (compile-time)."""
+        if const_expr(i > 0):
+            self.wait_my_turn(wgc)  # a softmax came before: a new turn
         self.issue_qk(mma_qk, regs, wgc, hk.index)
+        self.hand_over(wgc, False)  # a softmax follows: the turn ends
         warpgroup.wait_group(0)
+        self.hand_over(wgc, True)
         hk.release()
         self.softmax(regs, n, n_tiles, s_kv, qk, quad)
         cute.autovec_copy(regs.r_p, regs.tPsP[None, None, None, wgc * self.fold + i])
@@ -475,14 +555,16 @@ class Sm90Attention:
     @cute.jit
     def p_ready(self, wgc):
         """The warp group's P stores (generic proxy) visible to its wgmma (async proxy): each
-        thread fences, then the warp group's 128 threads meet at named barrier 1 + wgc."""
+        thread fences, then the warp group's 128 threads meet at named barrier P_BARRIER + wgc."""
         cute.arch.fence_proxy("async.shared", space="cta")
-        cute.arch.barrier(barrier_id=1 + wgc, number_of_threads=128)
+        cute.arch.barrier(barrier_id=P_BARRIER + wgc, number_of_threads=128)
 
     @cute.jit
     def pv_tile(self, mma_ss, regs, wgc, hv, i, count):
         """PV of the group's tile i of count (compile-time) from P buffer i (V stage hv); after the
         last, the fold."""
+        if const_expr(i == 0):
+            self.wait_my_turn(wgc)  # after the softmaxes: a turn of these PVs and the next QK
         self.issue_pv(mma_ss, regs, hv.index, i > 0, regs.tOrP[None, None, None, wgc * self.fold + i])
         warpgroup.wait_group(0)
         hv.release()
@@ -501,8 +583,7 @@ class Sm90Attention:
         after this tile. Both compile-time."""
         if const_expr(hk is not None):
             qk = sqc * mSk[n + 1, (hh, bb)]  # loaded before the waits, so its latency hides
-            if const_expr(self.pingpong):
-                self.wait_my_turn(wgc)
+            self.wait_my_turn(wgc)
             if const_expr(self.intra):
                 # FA3's intra-warpgroup overlap: the codes of tile n + 1 are computed in place in
                 # the S accumulator while PV(n) still reads P(n) from registers; P is repacked
@@ -511,12 +592,12 @@ class Sm90Attention:
                 # max's temporaries need the registers PV(n) is reading (BENCHMARKS.md).
                 self.issue_qk(mma_qk, regs, wgc, hk.index)
                 self.issue_pv(mma_pv, regs, hv.index, accumulate)
-                self.hand_over(wgc, False, False)
+                self.hand_over(wgc, False)
                 warpgroup.wait_group(1)  # groups complete in order: S(n+1) is ready
                 hk.release()
                 self.codes(regs, n + 1, n_tiles, s_kv, qk, quad)
                 warpgroup.wait_group(0)
-                self.hand_over(wgc, False, True)
+                self.hand_over(wgc, True)
                 hv.release()
                 self.pack(regs)
                 if const_expr(fold_now):
@@ -524,39 +605,22 @@ class Sm90Attention:
             else:
                 self.issue_pv(mma_pv, regs, hv.index, accumulate)
                 self.issue_qk(mma_qk, regs, wgc, hk.index)
-                self.hand_over(wgc, False, False)
+                self.hand_over(wgc, False)
                 warpgroup.wait_group(1)
                 hv.release()
                 if const_expr(fold_now):
                     self.promote(regs)
                 warpgroup.wait_group(0)
-                self.hand_over(wgc, False, True)
+                self.hand_over(wgc, True)
                 hk.release()
                 self.softmax(regs, n + 1, n_tiles, s_kv, qk, quad)
             self.merge(regs, not fold_now)
         else:
-            if const_expr(self.pingpong):
-                self.wait_my_turn(wgc)
+            self.wait_my_turn(wgc)  # the last turn: end_turns closes it
             self.issue_pv(mma_pv, regs, hv.index, accumulate)
-            self.hand_over(wgc, True, False)
             warpgroup.wait_group(0)
-            self.hand_over(wgc, True, True)
             hv.release()
             self.promote(regs)
-
-    @cute.jit
-    def hand_over(self, wgc, last, done):
-        """Ping-pong: hand the tensor core to the other warp group once this one has issued its
-        products (pingpong=1, done=False) or once they completed (pingpong=2, done=True: the
-        groups then never share the tensor core, so one's softmax runs under the other's
-        products). After the last tile only group 0 arrives, which keeps each barrier's
-        arrivals and waits matched (group 1 arrived once up front)."""
-        if const_expr(self.pingpong == (2 if done else 1)):
-            if const_expr(last):
-                if wgc == 0:
-                    self.let_other_issue(1)
-            else:
-                self.let_other_issue(1 - wgc)
 
     @cute.jit
     def promote(self, regs):
