@@ -27,8 +27,8 @@ Codes and scales equal `wan_fp4.reference.quantize_fp8` bit for bit (tests/test_
   over key chunks, then their totals (the amax is order-free, and the mean is summed in float64
   like the reference's `key_mean`, where the sum is exact, so it has the same bits). Then one
   launch quantises Q, K and V (per tile: load, amax, power-of-two scale, scale, cast, store) and
-  keeps the largest Q and K scales for the score-range check, which then reads two floats back
-  instead of reducing the scales itself.
+  keeps the largest Q and K scales, and whether Q, K or V held a NaN or inf, for the score-range
+  check, which then reads five floats back (`range_stats`) instead of reducing the scales itself.
 - torch (everything else): the same arithmetic in plain PyTorch, used on CPU.
 """
 from __future__ import annotations
@@ -300,8 +300,8 @@ if triton is not None:
                           D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
                           HAS_MEAN: tl.constexpr, HW_CVT: tl.constexpr):
         """One 128-token block of one (b, h): [subtract mean], amax, scale, cast, store
-        (B,H,S_pad,D). Returns the block's scale and 1.0 if the block held a NaN or inf (the amax
-        may drop a NaN, so it cannot tell), else 0.0."""
+        (B,H,S_pad,D). Returns the block's scale and 1.0 if the block held a NaN or inf (its amax,
+        taken with _max_nan, is then not finite), else 0.0."""
         b = bh // H
         h = bh % H
         offs_s = blk * BLOCK_S + tl.arange(0, BLOCK_S)
@@ -330,8 +330,8 @@ if triton is not None:
         """One 128-key block of one (b, h): per-channel scale, cast, store transposed
         (B, H, D + ONES_ROWS, S_pad). PERM: output column j holds key 32 (j // 32) + perm[j % 32];
         the permutation is applied to the rows read (whole D-vectors, so the reads stay
-        coalesced) and the transposed store stays in order. Returns 1.0 if the block held a NaN
-        or inf, else 0.0."""
+        coalesced) and the transposed store stays in order. Returns 1.0 if V of this (b, h) held a
+        NaN or inf anywhere (its column maxima, taken with _max_nan, are then not finite), else 0.0."""
         b = bh // H
         h = bh % H
         offs_s = blk * BLOCK_S + tl.arange(0, BLOCK_S)
