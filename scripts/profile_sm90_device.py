@@ -9,6 +9,11 @@ launch: the sm90 direct-p kernel at B1 H12 S32760 D128 on prepared operands (the
   stalls, clocks).
 prepass: triton.testing.do_bench medians of the pre-pass's kernels (column statistics, the three
   quantise kernels at two warp counts) and of the whole pre-pass, at the Wan shapes.
+percall: where a short call's time goes, at B1 H40 S1024 (the fixed per-call cost dominates there):
+  wall time per call of wan_fp4.attention (direct-p, sm90) eagerly and replayed from a CUDA graph
+  (no host work; the score check is skipped under capture), beside torch SDPA's cuDNN BF16 the
+  same two ways; then torch.profiler over 100 eager calls (each op's CPU and CUDA time, kernels
+  per call); a Chrome trace goes to --trace if given.
 """
 from __future__ import annotations
 
@@ -64,11 +69,75 @@ def prepass():
         torch.cuda.empty_cache()
 
 
+def _per_call_ms(fn, calls):
+    import time
+
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / calls * 1e3
+
+
+def _graphed(fn, calls):
+    """A callable replaying `calls` calls of fn from one CUDA graph."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    return graph.replay
+
+
+def percall(trace=None, calls=100):
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.profiler import ProfilerActivity, profile
+
+    import wan_fp4
+
+    q, k, v = (_rand(1, 1024, 40, 128) for _ in range(3))
+    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+
+    def ours():
+        return wan_fp4.attention(q, k, v, "direct-p", kernel="sm90-cute")
+
+    def cudnn_bf16():
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            return F.scaled_dot_product_attention(qt, kt, vt)
+
+    for name, fn in (("wan_fp4 direct-p (sm90)", ours), ("torch SDPA cuDNN BF16", cudnn_bf16)):
+        for _ in range(20):
+            fn()
+        eager = _per_call_ms(fn, calls)
+        replay = _graphed(fn, calls)
+        replay()
+        graphed = _per_call_ms(replay, 5) / calls
+        print(f"B1 H40 S1024 D128 {name:26s} per call: eager {eager:.3f} ms, CUDA graph {graphed:.3f} ms", flush=True)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            ours()
+        torch.cuda.synchronize()
+    table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=30)
+    print(f"wan_fp4 direct-p, {calls} eager calls under torch.profiler:\n{table}", flush=True)
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    print(f"GPU kernels per call: {len(kernels) / calls:.1f}", flush=True)
+    if trace:
+        prof.export_chrome_trace(trace)
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["launch", "prepass"])
+    ap.add_argument("what", choices=["launch", "prepass", "percall"])
     ap.add_argument("--configs", nargs="*", type=json.loads, default=[])
     ap.add_argument("--prebuilt-dir", default=None)
+    ap.add_argument("--trace", default=None, help="percall: write a Chrome trace here")
     args = ap.parse_args()
     if args.prebuilt_dir:
         from pathlib import Path
@@ -76,7 +145,12 @@ def main():
         from wan_fp4.kernels.sm90 import aot
 
         aot.PREBUILT.directory = Path(args.prebuilt_dir).resolve()
-    launch([{}] + args.configs) if args.what == "launch" else prepass()
+    if args.what == "launch":
+        launch([{}] + args.configs)
+    elif args.what == "prepass":
+        prepass()
+    else:
+        percall(args.trace)
 
 
 if __name__ == "__main__":
