@@ -1,0 +1,44 @@
+"""How often direct-p's row reference would be refreshed, exactly and with slack (CPU is fine):
+
+    python scripts/row_max_moves.py --seq 16384 --heads 1 --top 126
+
+Prints, per input family, the share of (row, key tile) pairs whose reference moves and the share
+of tiles in which any row of a warp (16 rows) or warp group (64 rows) does: the redo rate a
+speculative row max would pay (wan_fp4/eval/row_max_moves.py, docs/SM90_GEN2.md item 4).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from wan_fp4.eval.row_max_moves import row_max_moves  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seq", type=int, default=16384)
+    ap.add_argument("--heads", type=int, default=1)
+    ap.add_argument("--head-dim", type=int, default=128)
+    ap.add_argument("--top", type=int, nargs="*", default=[126], help="slack rules to count beside the exact one")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    g = torch.Generator().manual_seed(args.seed)
+    q, k, v = (torch.randn(1, args.seq, args.heads, args.head_dim, generator=g) for _ in range(3))
+    # N(0,1) scores (the benchmarks' inputs) and logits of std ~6 (peaky attention)
+    families = {"N(0,1)": (q, k), "logit std ~6": (q * 6 ** 0.5, k * 6 ** 0.5)}
+    print(f"B1 H{args.heads} S{args.seq} D{args.head_dim}: share of (row, tile) / (warp, tile) / (warp group, tile) that trigger")
+    for name, (qq, kk) in families.items():
+        for top in [None, *args.top]:
+            r = row_max_moves(qq, kk, v, top=top)
+            rule = "exact max" if top is None else f"slack, top byte {top}"
+            print(f"{name:13s} {rule:20s} rows {r['row_rate']:.4f}  warps {r['warp_rate']:.4f}  "
+                  f"warp groups {r['warp_group_rate']:.4f}  ({r['tiles']} tiles)", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""How often direct-p's row reference would have to be refreshed: the cost side of a speculative
+row max in the sm90 kernel (docs/SM90_GEN2.md, item 4).
+
+A speculative kernel computes a tile's P codes with the reference it already holds and redoes the
+tile (exact max, new codes) only when a code shows the reference was too low. A redo is taken by a
+whole warp (16 query rows) and holds up its warp group's PV product (64 rows), so what matters is
+the share of tiles in which any row of such a group triggers. Two rules are counted on the
+quantised operands, tile by tile as the reference walks the keys:
+
+* exact (today's numerics): a row triggers whenever its running max moves (`m_new > m_old`);
+* slack: the reference is kept until some code of the row, computed with the stale reference,
+  rounds above `top` (an E4M3 byte: 120 is p = 1, 126 the largest finite code), a numerics change
+  that would let codes run up to 2^((top - 120) / 8).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .. import reference
+from ..modes import DIRECT_P_ONE, DIRECT_P_SLOPE, QK_SCALE_BLOCK, TILE_N, default_scale
+
+WARP_ROWS = 16  # query rows one consumer warp holds
+WARP_GROUP_ROWS = 64  # query rows one consumer warp group holds (one PV wgmma)
+
+
+def row_max_moves(q, k, v, *, top: int | None = None, scale: float | None = None) -> dict:
+    """Trigger rates over (B, H, query rows, key tiles) for q, k, v in (B, S, H, D).
+
+    top None: the exact rule; an int in [120, 126]: the slack rule. Returns the share of
+    (row, tile) pairs that trigger, and the share of (group, tile) pairs in which any row of a
+    warp's or a warp group's rows triggers (rows grouped from 0 in order, as the kernel tiles them;
+    S_q is padded with rows that never trigger). The first tile always triggers (no reference yet)."""
+    if top is not None and not DIRECT_P_ONE <= top <= 126:
+        raise ValueError(f"top must be None or an E4M3 byte in [{DIRECT_P_ONE}, 126], got {top!r}")
+    reference.check_finite(q, k, v)
+    c = reference.log2_scale(default_scale(q.shape[-1]) if scale is None else float(scale))
+    ops = reference.quantize_fp8(q, k, v)
+    q8, k8 = (t.transpose(1, 2).to(torch.float32) for t in (ops.q8, ops.k8))
+    b, h, sq, _ = q8.shape
+    skv = k8.shape[2]
+    q_row = ops.q_scale.repeat_interleave(QK_SCALE_BLOCK, dim=1)[:, :sq].transpose(1, 2) * c
+    k_tile = ops.k_scale.transpose(1, 2)
+    m = torch.full((b, h, sq), -math.inf, dtype=torch.float64)
+    triggers = []
+    for tile, start in enumerate(range(0, skv, TILE_N)):
+        qk = (q_row * k_tile[:, :, tile : tile + 1]).double()
+        s_raw = torch.matmul(q8, k8[:, :, start : start + TILE_N].transpose(-1, -2)).double()
+        tile_max = (s_raw * qk.unsqueeze(-1)).to(torch.float32).amax(dim=-1).double()
+        if top is None:
+            fire = tile_max > m
+        else:
+            # the stale reference's largest code: t = fma(s_raw, 8 qk, fl(120 - 8 m)), one rounding
+            bias = (DIRECT_P_ONE - DIRECT_P_SLOPE * m).to(torch.float32).double()
+            t = (s_raw * (DIRECT_P_SLOPE * qk).unsqueeze(-1) + bias.unsqueeze(-1)).to(torch.float32)
+            fire = torch.isinf(m) | (torch.round(t.amax(dim=-1)).double() > top)
+        m = torch.where(fire, torch.maximum(m, tile_max), m)
+        triggers.append(fire)
+    fired = torch.stack(triggers, dim=-1)  # (B, H, Sq, tiles)
+    out = {"tiles": fired.shape[-1], "rows": sq, "row_rate": fired.double().mean().item()}
+    for name, rows in (("warp_rate", WARP_ROWS), ("warp_group_rate", WARP_GROUP_ROWS)):
+        pad = -sq % rows
+        padded = torch.nn.functional.pad(fired, (0, 0, 0, pad))
+        out[name] = padded.reshape(b, h, -1, rows, fired.shape[-1]).any(dim=3).double().mean().item()
+    return out
