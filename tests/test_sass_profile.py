@@ -199,3 +199,29 @@ def test_two_warp_groups_take_turns_by_the_same_ring(pingpong):
     qk0, step = ("WQAD", "SWQWQADD") if pingpong == 1 else ("WQDA", "SWQWQDDA")
     assert re.fullmatch(f"aS{qk0}({step})+(SWQD)+As", _schedule(prof["instrs"]))
     assert prof["spill_instrs"] == 0
+
+
+@pytest.mark.parametrize("mode,head_dim,cfg", [("direct-p", 128, {}), ("direct-p", 64, {}),
+                                               ("direct-p", 128, {"intra": True}), ("fp8", 128, {})])
+def test_fold_4_runs_four_tiles_per_iteration_and_promotes_half_as_often(mode, head_dim, cfg):
+    """fold=4 over the mode's default: the loop body holds a fold group of four key tiles; per
+    tile the same tensor products, and the promote's FFMA (one per acc_o element, dv / 2 per
+    thread) once per four tiles instead of two, so dv / 8 fewer FFMA per tile (ptxas may move an
+    odd FFMA in or out of the loop); direct-p keeps everything in registers. (fp8 with intra,
+    its default, already spills a few registers at fold=2; scripts/sm90_sass_profile.py counts them.)"""
+    if importlib.util.find_spec("cutlass") is None:
+        pytest.skip("nvidia-cutlass-dsl is not installed")
+    if sp.find_cuobjdump() is None:
+        pytest.skip("no cuobjdump (CUDA toolkit or triton) to disassemble the cubin")
+    base = sp.profile(mode, head_dim, **cfg)
+    prof = sp.profile(mode, head_dim, **cfg, fold=4)
+    assert base["tiles_per_iteration"] == 2 and prof["tiles_per_iteration"] == 4
+    old, new = base["loop"], prof["loop"]
+    assert {op: 2 * n for op, n in old.tensor_ops.items()} == new.tensor_ops
+    dv = head_dim + 8 if mode == "direct-p" else head_dim
+    saved = old.steady_counts["FFMA"] / 2 - new.steady_counts["FFMA"] / 4
+    assert dv / 8 - 1 <= saved <= dv / 8
+    for cls in ("FMUL", "FADD", "FMNMX", "MUFU.EX2", "PRMT", "SHFL", "F2F/F2FP/I2F"):
+        assert new.steady_counts.get(cls, 0) == 2 * old.steady_counts.get(cls, 0), cls
+    if mode == "direct-p":
+        assert prof["spill_instrs"] == 0 and prof["resources"]["local"] == 0 and prof["resources"]["stack"] == 0

@@ -144,12 +144,82 @@ def test_sass_direct_p_fp32_bytes_are_one_ffma_sat_per_score(tmp_path):
     assert sass.count("FADD") >= n_sat  # the magic-number add, one per score
 
 
-@pytest.mark.parametrize("cfg", [{"fold": 1}, {"intra": True}, {"pingpong": 1}, {"pingpong": 2}, {"stages": 3}])
+@pytest.mark.parametrize("cfg", [{"fold": 1}, {"intra": True}, {"pingpong": 1}, {"pingpong": 2}, {"stages": 3},
+                                 {"fold": 4}, {"fold": 4, "intra": True}, {"fold": 4, "pingpong": 1}])
 def test_other_configs_compile(cfg):
     ptx = ptx_of(compile_kernel("direct-p", 128, **cfg, options=KEEP))
     assert "cvt.rn.relu.f16x2.f32" in ptx  # direct-p's default P bytes
     if cfg.get("pingpong"):  # the turn-taking named barriers
         assert re.search(r"\bbar(rier)?(\.cta)?\.arrive", ptx) and re.search(r"\bbar(rier)?(\.cta)?\.sync", ptx)
+
+
+@pytest.mark.parametrize("mode", ["direct-p", "fp8"])
+@pytest.mark.parametrize("head_dim", [128, 64])
+def test_fold_4_compiles_for_both_modes_and_head_dims(mode, head_dim):
+    """fold=4 (the PV tile sum folded into FP32 every 512 keys) in the overlapped schedule, over
+    each mode's default (fp8: intra): FP8 wgmma for sm_90a, no local memory in the PTX."""
+    ptx = ptx_of(compile_kernel(mode, head_dim, fold=4, options=KEEP))
+    assert ".target sm_90a" in ptx
+    dv = head_dim + 8 if mode == "direct-p" else head_dim
+    assert f"m64n{dv}k32.f32.e4m3.e4m3" in ptx and "m64n128k32.f32.e4m3.e4m3" in ptx
+    assert not re.search(r"\b(ld|st)\.local", ptx), "register spills to local memory"
+
+
+def test_fold_is_1_2_or_4_and_4_needs_the_overlapped_schedule():
+    from wan_fp4.kernels.sm90.kernel import Sm90Attention
+
+    assert Sm90Attention("direct-p", 128, fold=4).fold == 4
+    assert Sm90Attention("fp8", 128, fold=4, intra=True).fold == 4
+    with pytest.raises(ValueError, match="fold must be 1, 2 or 4, got 3"):
+        Sm90Attention("direct-p", 128, fold=3)
+    with pytest.raises(ValueError, match="fold=4 .*need overlap=True"):
+        Sm90Attention("direct-p", 128, fold=4, overlap=False)
+    # p_smem's P buffers are fold * n_wg tiles of shared memory: fold 1 or 2 only
+    with pytest.raises(ValueError, match="fold must be 1 or 2 with p_smem.*got fold=4"):
+        Sm90Attention("direct-p", 128, **sm90.THREE_WG, fold=4)
+    with pytest.raises(ValueError, match="fold must be 1 or 2 with p_smem.*got fold=4"):
+        Sm90Attention("direct-p", 128, **{**sm90.THREE_WG, "n_wg": 2}, fold=4)
+
+
+_SCHEDULE_TRACE = """
+import sys, types
+from wan_fp4.kernels.sm90.kernel import Sm90Attention
+fold = int(sys.argv[1])
+kern = Sm90Attention("direct-p", 128, fold=fold)
+steps = []
+kern.step = lambda *a: steps.append((a[-3], a[-4] is not None, a[-2], a[-1]))
+kern.tail = types.MethodType(Sm90Attention.tail.__wrapped__, kern)
+
+class Pipe:  # a consumer pipeline: wait_and_advance hands out a stage handle
+    def wait_and_advance(self):
+        return object()
+
+group = max(fold, 2)
+for n_tiles in range(1, 4 * group + 2):
+    steps.clear()
+    for g in range((n_tiles - 1) // group):  # consume's loop
+        for i in range(group):
+            kern.step(None, object(), group * g + i, *kern.fold_flags(i))
+    kern.tail((), Pipe(), Pipe(), None, n_tiles, n_tiles - 1 - (n_tiles - 1) % group, 0)
+    want = [(n, n < n_tiles - 1, n % fold != 0, n % fold == fold - 1 or n == n_tiles - 1)
+            for n in range(n_tiles)]
+    assert steps == want, (n_tiles, steps)
+print("OK")
+"""
+
+
+@pytest.mark.parametrize("fold", [1, 2, 4])
+def test_overlapped_schedule_visits_every_tile_once_with_its_fold_flags(fold):
+    """The overlapped schedule's steps, traced with Python ints (the kernel's own tail and
+    fold_flags; the loop's groups of G = max(fold, 2) steps as consume runs them): every key tile
+    once and in order, a next K tile for all but the last, acc_t zeroed by the first tile of each
+    fold group (n % fold == 0), folded into acc_o after the group's last tile or the very last.
+    In a fresh interpreter: compiling rewrites the jit functions' code in place."""
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", _SCHEDULE_TRACE, str(fold)], capture_output=True, text=True,
+                         cwd=str(Path(__file__).resolve().parent.parent))
+    assert run.returncode == 0 and "OK" in run.stdout, run.stderr[-2000:]
 
 
 def test_f16_bytes_compiles_to_the_relu_f16_conversion_and_is_direct_p_only():

@@ -13,7 +13,8 @@ warp group 0 is the producer (one warp issues TMA for Q, K and the K-major V^T),
                              subnormal bits, 0 below 0), PRMT: 1.75 instr/score
                              fp8:      E4M3(256 * ex2(fma(S, qk, -m))), l += p in FP32
     acc = acc * alpha + P V  (FP8 wgmma, P the A operand from registers, into a zeroed tile
-                             accumulator of `fold` key tiles; one FFMA per element adds it into FP32)
+                             accumulator of `fold` key tiles, i.e. folded every 128 * fold keys
+                             (fold = 4: 512); one FFMA per element adds it into FP32)
 and the epilogue writes O = acc * sv / l as BF16 into (B, S, H, D).
 
 p_smem (with n_wg=3: 192 query rows, 160 registers per consumer thread; docs/SM90_GEN2.md): P goes
@@ -125,6 +126,9 @@ class Sm90Attention:
         if p_smem and (overlap or intra):
             raise ValueError("p_smem runs each warp group's tiles serially: it needs overlap=False "
                              f"and no intra, got overlap={overlap} intra={intra}")
+        if p_smem and fold not in (1, 2):
+            raise ValueError(f"fold must be 1 or 2 with p_smem (its shared memory holds fold * n_wg P "
+                             f"tiles), got fold={fold}")
         self.mode = mode
         self.direct = mode == "direct-p"
         self.d = head_dim
@@ -135,13 +139,15 @@ class Sm90Attention:
         self.stages = stages
         self.overlap = overlap
         self.pingpong = int(pingpong)
-        if fold not in (1, 2):
-            raise ValueError(f"fold must be 1 or 2, got {fold}")
+        if fold not in (1, 2, 4):
+            raise ValueError(f"fold must be 1, 2 or 4, got {fold}")
         if ((fold != 1 and not p_smem) or intra) and not overlap:
-            raise ValueError("fold=2 (without p_smem) and intra need overlap=True")
+            raise ValueError(f"fold={fold} (without p_smem) and intra need overlap=True, got "
+                             f"fold={fold} intra={intra} overlap={overlap}")
         # fold: key tiles per zero-initialised PV accumulator before it is added into the FP32
-        # output (2 = 256 keys); intra: FA3-style, the codes of tile n+1 are computed while
-        # PV(n) is on the tensor core (see step).
+        # output (2 = 256 keys, 4 = 512: half the promote FFMAs per tile, and 4 tiles summed at
+        # the wgmma accumulator's precision); intra: FA3-style, the codes of tile n+1 are
+        # computed while PV(n) is on the tensor core (see step).
         self.fold = fold
         self.intra = intra
         # f16_bytes: direct-p's P bytes by FFMA + cvt.rn.relu.f16x2 + PRMT (1.75 instructions per
@@ -373,8 +379,8 @@ class Sm90Attention:
                     self.pv_tile(mma_ss, regs, wgc, hv, 0, 1)
             self.end_turns(wgc)
         elif const_expr(self.overlap):
-            # QK(0) and softmax(0), then tiles in pairs so that the accumulate/fold flags are
-            # compile-time per position.
+            # QK(0) and softmax(0), then steps in groups of G = max(fold, 2) so that the
+            # accumulate/fold flags are compile-time per position, then the last 1..G steps (tail).
             hk = cons_k.wait_and_advance()
             self.start_turns(wgc)
             self.issue_qk(mma_qk, regs, wgc, hk.index)
@@ -385,24 +391,15 @@ class Sm90Attention:
             self.softmax(regs, 0, n_tiles, s_kv, sqc * mSk[0, (hh, bb)], quad)
             self.merge(regs, False)
             args = (mma_qk, mma_pv, regs, wgc, n_tiles, s_kv, sqc, mSk, hh, bb, quad)
-            # pipeline waits stay in this body (their state is loop-carried here, not in helpers)
-            for p2 in cutlass.range((n_tiles - 1) // 2, unroll=1):
-                hv = cons_v.wait_and_advance()
-                hk = cons_k.wait_and_advance()
-                self.step(*args, hv, hk, 2 * p2, False, self.fold == 1)
-                hv = cons_v.wait_and_advance()
-                hk = cons_k.wait_and_advance()
-                self.step(*args, hv, hk, 2 * p2 + 1, self.fold == 2, True)
-            n0 = n_tiles - 1 - (n_tiles - 1) % 2
-            if n_tiles % 2 == 0:
-                hv = cons_v.wait_and_advance()
-                hk = cons_k.wait_and_advance()
-                self.step(*args, hv, hk, n0, False, self.fold == 1)
-                hv = cons_v.wait_and_advance()
-                self.step(*args, hv, None, n0 + 1, self.fold == 2, True)
-            else:
-                hv = cons_v.wait_and_advance()
-                self.step(*args, hv, None, n0, False, True)
+            group = max(self.fold, 2)
+            # the loop's pipeline waits stay in this body (their state is loop-carried here)
+            for g in cutlass.range((n_tiles - 1) // group, unroll=1):
+                for i in cutlass.range_constexpr(group):
+                    hv = cons_v.wait_and_advance()
+                    hk = cons_k.wait_and_advance()
+                    self.step(*args, hv, hk, group * g + i, *self.fold_flags(i))
+            n0 = n_tiles - 1 - (n_tiles - 1) % group
+            self.tail(args, cons_v, cons_k, hk, n_tiles, n0, 0)
             self.end_turns(wgc)
         else:
             for n in cutlass.range(n_tiles, unroll=1):
@@ -573,14 +570,46 @@ class Sm90Attention:
         else:
             self.promote(regs)
 
+    def fold_flags(self, i):
+        """(accumulate, fold_now) of the step at position i of a fold group (compile-time): the
+        group's first PV starts acc_t from zero, its last adds acc_t into acc_o."""
+        return i % self.fold != 0, i % self.fold == self.fold - 1
+
+    @cute.jit
+    def tail(self, args, cons_v, cons_k, hk, n_tiles, n0, i):
+        """The steps after the overlapped schedule's loop: tiles n0 .. n_tiles - 1, 1 to G of them
+        (G = max(fold, 2); n0 a multiple of G, so step n0 + i is at position i of its fold group).
+        Nested on i (compile-time): step n0 + i is the last (no next K tile; its PV then folds)
+        unless more tiles follow, so every step appears once and only the short last PV once per
+        remainder. More follow when r = n_tiles % G is 0 (G tiles left) or at least i + 2.
+        hk: the schedule's K handle, which a branch reassigns (so the branches carry it, as the
+        loop does)."""
+        group = max(self.fold, 2)
+        if const_expr(i + 1 == group):
+            hv = cons_v.wait_and_advance()
+            self.step(*args, hv, None, n0 + i, self.fold_flags(i)[0], True)
+        else:
+            r = n_tiles % group
+            more = r == 0
+            if const_expr(i + 2 < group):
+                more = more | (r >= i + 2)
+            if more:
+                hv = cons_v.wait_and_advance()
+                hk = cons_k.wait_and_advance()
+                self.step(*args, hv, hk, n0 + i, *self.fold_flags(i))
+                self.tail(args, cons_v, cons_k, hk, n_tiles, n0, i + 1)
+            else:
+                hv = cons_v.wait_and_advance()
+                self.step(*args, hv, None, n0 + i, self.fold_flags(i)[0], True)
+
     @cute.jit
     def step(self, mma_qk, mma_pv, regs, wgc, n_tiles, s_kv, sqc, mSk, hh, bb, quad, hv, hk,
              n, accumulate, fold_now):
         """PV of tile n (V stage hv) and, if hk is given (K stage of tile n + 1), QK + softmax of
         tile n + 1.
 
-        accumulate: acc_t already holds tile n - 1 (fold = 2); fold_now: add acc_t into acc_o
-        after this tile. Both compile-time."""
+        accumulate: acc_t already holds the fold group's earlier tiles; fold_now: add acc_t into
+        acc_o after this tile (fold_flags). Both compile-time."""
         if const_expr(hk is not None):
             qk = sqc * mSk[n + 1, (hh, bb)]  # loaded before the waits, so its latency hides
             self.wait_my_turn(wgc)
