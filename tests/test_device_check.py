@@ -36,6 +36,16 @@ def test_a_config_runs_in_the_modes_it_applies_to():
     assert both == {"direct-p", "fp8"}
 
 
+def test_a_configs_attention_cases_run_every_tail_of_a_fold_group_of_four():
+    """check --configs '[{"fold": 4}]': the config's sm90 attention cases have key-tile counts of
+    every remainder mod 4 (the overlapped schedule's tail runs 1 to 4 steps), in both modes."""
+    cfg = {"fold": 4}
+    for mode in ("direct-p", "fp8"):
+        tiles = {-(-c.shape[2] // 128) for c in D.cases("full", ["sm90-cute"], configs=[cfg])
+                 if c.probe == "attention" and c.mode == mode and c.options.get("config") == cfg}
+        assert {n % 4 for n in tiles} == {0, 1, 2, 3}, (mode, sorted(tiles))
+
+
 def test_bad_suite_and_kernel_are_refused():
     with pytest.raises(ValueError, match="suite"):
         D.cases("medium")

@@ -550,7 +550,11 @@ def _sm90(suite, configs):
               ("B1 H2 Sq100 Skv77", (1, 100, 77, 2, 128), ()),
               ("B1 H12 S7680 rows", (1, 7680, 7680, 12, 128), ((0, 256), (7552, 7680))),
               ("B1 H12 S32760 rows", (1, 32760, 32760, 12, 128), ((0, 256), (32640, 32760))),
-              ("D64 B2 H3 S700", (2, 700, 700, 3, 64), ())]
+              ("D64 B2 H3 S700", (2, 700, 700, 3, 64), ()),
+              # 6 and 11 key tiles: with the others' 1, 4, 8, 33, 60 and 256, the overlapped
+              # schedule's tail runs every remainder of a fold group of four (fold=4), not only of two
+              ("B1 H2 Sq200 Skv700", (1, 200, 700, 2, 128), ()),
+              ("B1 H2 Sq200 Skv1300", (1, 200, 1300, 2, 128), ())]
     if suite == "quick":
         shapes = [shapes[3], ("D64 B1 H2 Sq100 Skv77", (1, 100, 77, 2, 64), ())]
     for mode in _modes("sm90-cute"):
