@@ -63,12 +63,12 @@ def test_profile_of_the_compiled_sm90_kernel():
     prof = sp.profile("direct-p", 128, f16_bytes=False)
     loop = prof["loop"]
     assert prof["spill_instrs"] == 0 and prof["resources"]["local"] == 0
-    assert prof["tiles_per_iteration"] == 2  # the loop body handles key tiles in pairs
+    assert prof["tiles_per_iteration"] == 4  # the loop body handles a fold group of four key tiles
     # per tile: 4 QK k-steps (D=128) + 4 PV k-steps, PV N = 128 + 8 ones rows; one FFMA.SAT per score
     # on the fp32 P-byte path
-    assert loop.steady_counts["wgmma"] == 16
-    assert loop.tensor_ops == {"QGMMA.64x136x32.F32.E4M3.E4M3": 8, "QGMMA.64x128x32.F32.E4M3.E4M3": 8}
-    assert loop.steady_counts["FFMA.SAT"] == 2 * 64
+    assert loop.steady_counts["wgmma"] == 32
+    assert loop.tensor_ops == {"QGMMA.64x136x32.F32.E4M3.E4M3": 16, "QGMMA.64x128x32.F32.E4M3.E4M3": 16}
+    assert loop.steady_counts["FFMA.SAT"] == 4 * 64
     assert prof["dynamic_smem"] is not None and prof["dynamic_smem"] > 64 * 128  # at least Q's tile
     assert "wgmma" in sp.table(prof)
 
@@ -82,27 +82,28 @@ def test_f16_bytes_p_path_is_one_ffma_half_an_f2fp_and_a_quarter_prmt_per_score(
         pytest.skip("no cuobjdump (CUDA toolkit or triton) to disassemble the cubin")
     base = sp.profile("direct-p", 128, f16_bytes=False)["loop"].steady_counts
     prof = sp.profile("direct-p", 128)  # the default
-    new = prof["loop"].steady_counts
+    new, n = prof["loop"].steady_counts, prof["tiles_per_iteration"]
     assert prof["spill_instrs"] == 0
-    assert new.get("FFMA.SAT", 0) == 0 and base["FFMA.SAT"] == 2 * 64
-    assert new["FFMA"] - base["FFMA"] == 2 * 64
-    assert new["F2F/F2FP/I2F"] - base.get("F2F/F2FP/I2F", 0) == 2 * 32
-    assert base["PRMT"] - new["PRMT"] == 2 * 32 and base["FADD"] - new["FADD"] == 2 * 64
-    assert sum(base.values()) - sum(new.values()) == 2 * 64
+    assert new.get("FFMA.SAT", 0) == 0 and base["FFMA.SAT"] == n * 64
+    assert new["FFMA"] - base["FFMA"] == n * 64
+    assert new["F2F/F2FP/I2F"] - base.get("F2F/F2FP/I2F", 0) == n * 32
+    assert base["PRMT"] - new["PRMT"] == n * 32 and base["FADD"] - new["FADD"] == n * 64
+    assert sum(base.values()) - sum(new.values()) == n * 64
 
 
 @pytest.mark.parametrize("head_dim", [128, 64])
 def test_three_warp_groups_fit_160_registers_with_the_default_p_path(head_dim):
     """THREE_WG (docs/SM90_GEN2.md, plan item 2): 512 threads, the consumers at setmaxnreg 160 with
     no spills, PV an SS wgmma (the same QGMMA shapes), shared memory within the SM's 227 KiB, and the
-    per-score arithmetic of the default (the same counts of every floating-point class per tile)."""
+    per-score arithmetic of two warp groups at the same fold of two tiles (the same counts of every
+    floating-point class per tile)."""
     if importlib.util.find_spec("cutlass") is None:
         pytest.skip("nvidia-cutlass-dsl is not installed")
     if sp.find_cuobjdump() is None:
         pytest.skip("no cuobjdump (CUDA toolkit or triton) to disassemble the cubin")
     from wan_fp4.kernels.sm90 import THREE_WG
 
-    base = sp.profile("direct-p", head_dim)["loop"].steady_counts
+    base = sp.profile("direct-p", head_dim, fold=2, intra=False)["loop"].steady_counts
     prof = sp.profile("direct-p", head_dim, **THREE_WG)
     loop, res = prof["loop"], prof["resources"]
     assert prof["threads"] == 512 and res["reg"] <= 65536 // 512
@@ -202,9 +203,9 @@ def test_two_warp_groups_take_turns_by_the_same_ring(pingpong):
 
 
 @pytest.mark.parametrize("mode,head_dim,cfg", [("direct-p", 128, {}), ("direct-p", 64, {}),
-                                               ("direct-p", 128, {"intra": True}), ("fp8", 128, {})])
+                                               ("direct-p", 128, {"intra": False}), ("fp8", 128, {})])
 def test_fold_4_runs_four_tiles_per_iteration_and_promotes_half_as_often(mode, head_dim, cfg):
-    """fold=4 over the mode's default: the loop body holds a fold group of four key tiles; per
+    """fold=4 (the default) against fold=2: the loop body holds a fold group of four key tiles; per
     tile the same tensor products, and the promote's FFMA (one per acc_o element, dv / 2 per
     thread) once per four tiles instead of two, so dv / 8 fewer FFMA per tile (ptxas may move an
     odd FFMA in or out of the loop); direct-p keeps everything in registers. (fp8 with intra,
@@ -213,7 +214,7 @@ def test_fold_4_runs_four_tiles_per_iteration_and_promotes_half_as_often(mode, h
         pytest.skip("nvidia-cutlass-dsl is not installed")
     if sp.find_cuobjdump() is None:
         pytest.skip("no cuobjdump (CUDA toolkit or triton) to disassemble the cubin")
-    base = sp.profile(mode, head_dim, **cfg)
+    base = sp.profile(mode, head_dim, **cfg, fold=2)
     prof = sp.profile(mode, head_dim, **cfg, fold=4)
     assert base["tiles_per_iteration"] == 2 and prof["tiles_per_iteration"] == 4
     old, new = base["loop"], prof["loop"]

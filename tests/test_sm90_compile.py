@@ -78,9 +78,9 @@ def test_direct_p_has_no_exp_in_the_p_path():
     dp = ptx_of(compile_kernel("direct-p", 128, options=KEEP))
     f8 = ptx_of(compile_kernel("fp8", 128, options=KEEP))
     # fp8 needs one ex2 per score (64 per thread per tile, per copy of the softmax code);
-    # direct-p only the per-row rescale alpha (2 rows per thread, per copy).
+    # direct-p only the per-row rescale alpha (2 rows per thread, per copy): 32 times fewer
     assert _ex2_count(f8) >= 64
-    assert 1 <= _ex2_count(dp) <= 8
+    assert 1 <= _ex2_count(dp)
     assert _ex2_count(dp) * 16 <= _ex2_count(f8)
     assert "prmt.b32" in dp  # P bytes packed by PRMT
     assert "cvt.rn.satfinite.e4m3x2.f32" not in dp
@@ -113,7 +113,7 @@ def test_sass_has_qgmma_and_bounded_mufu_ex2(tmp_path):
             pytest.skip(f"cuobjdump cannot read an sm_90a cubin: {run.stderr.strip()[:200]}")
         counts[mode] = (run.stdout.count("QGMMA"), run.stdout.count("MUFU.EX2"))
     assert counts["direct-p"][0] > 0 and counts["fp8"][0] > 0
-    assert counts["direct-p"][1] <= 8  # 2 rows per thread per copy of the softmax code
+    assert counts["direct-p"][1] >= 1  # 2 rows per thread per copy of the softmax code
     assert counts["fp8"][1] >= 64
     assert counts["direct-p"][1] * 16 <= counts["fp8"][1]
 
@@ -176,9 +176,9 @@ def test_fold_is_1_2_or_4_and_4_needs_the_overlapped_schedule():
         Sm90Attention("direct-p", 128, fold=4, overlap=False)
     # p_smem's P buffers are fold * n_wg tiles of shared memory: fold 1 or 2 only
     with pytest.raises(ValueError, match="fold must be 1 or 2 with p_smem.*got fold=4"):
-        Sm90Attention("direct-p", 128, **sm90.THREE_WG, fold=4)
+        Sm90Attention("direct-p", 128, **{**sm90.THREE_WG, "fold": 4})
     with pytest.raises(ValueError, match="fold must be 1 or 2 with p_smem.*got fold=4"):
-        Sm90Attention("direct-p", 128, **{**sm90.THREE_WG, "n_wg": 2}, fold=4)
+        Sm90Attention("direct-p", 128, **{**sm90.THREE_WG, "n_wg": 2, "fold": 4})
 
 
 _SCHEDULE_TRACE = """
@@ -307,7 +307,7 @@ def test_three_warp_groups_refuse_what_they_cannot_run():
     with pytest.raises(ValueError, match="p_smem .*needs overlap=False"):
         Sm90Attention("direct-p", 128, n_wg=3, p_smem=True, pingpong=1)
     with pytest.raises(ValueError, match="pingpong=1 with p_smem needs stages >= fold"):
-        Sm90Attention("direct-p", 128, **sm90.THREE_WG, pingpong=1, fold=2, stages=1)
+        Sm90Attention("direct-p", 128, **{**sm90.THREE_WG, "stages": 1}, pingpong=1)
     with pytest.raises(ValueError, match="pingpong must be 0, 1 or 2"):
         Sm90Attention("direct-p", 128, **sm90.THREE_WG, pingpong=3)
     assert Sm90Attention("direct-p", 128, **sm90.THREE_WG, pingpong=2).pingpong == 2
@@ -319,16 +319,16 @@ def test_three_warp_groups_refuse_what_they_cannot_run():
 def test_prebuilt_names_carry_the_options_that_differ_from_the_mode_default():
     from wan_fp4.kernels.sm90 import aot
 
-    assert sm90.default_config("fp8")["intra"] and not sm90.default_config("direct-p").get("intra")
+    assert all(sm90.default_config(m)["intra"] and sm90.default_config(m)["fold"] == 4 for m in ("fp8", "direct-p"))
     assert aot.kernel_name("fp8", 128) == "wanfp4_sm90_fp8_d128"
     assert aot.kernel_name("fp8", 128, {"intra": False}) == "wanfp4_sm90_fp8_d128_intra0"
     assert aot.kernel_name("direct-p", 64, {"pingpong": True, "stages": 3}) == "wanfp4_sm90_directp_d64_pingpong1_stages3"
     assert sm90.default_config("direct-p")["f16_bytes"] and not sm90.default_config("fp8")["f16_bytes"]
     assert aot.kernel_name("direct-p", 128, {"f16_bytes": True}) == "wanfp4_sm90_directp_d128"
     assert aot.kernel_name("direct-p", 128, {"f16_bytes": False}) == "wanfp4_sm90_directp_d128_f16_bytes0"
-    assert aot.kernel_name("direct-p", 128, sm90.THREE_WG) == "wanfp4_sm90_directp_d128_n_wg3_overlap0_p_smem1"
+    assert aot.kernel_name("direct-p", 128, sm90.THREE_WG) == "wanfp4_sm90_directp_d128_fold2_intra0_n_wg3_overlap0_p_smem1"
     assert (aot.kernel_name("direct-p", 128, {**sm90.THREE_WG, "pingpong": 1})
-            == "wanfp4_sm90_directp_d128_n_wg3_overlap0_p_smem1_pingpong1")
+            == "wanfp4_sm90_directp_d128_fold2_intra0_n_wg3_overlap0_p_smem1_pingpong1")
 
 
 def test_head_dim_64_compiles():

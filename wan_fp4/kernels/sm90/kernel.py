@@ -616,9 +616,9 @@ class Sm90Attention:
             if const_expr(self.intra):
                 # FA3's intra-warpgroup overlap: the codes of tile n + 1 are computed in place in
                 # the S accumulator while PV(n) still reads P(n) from registers; P is repacked
-                # only after PV(n) retired, so one P buffer suffices. fp8's exp2 work overlaps
-                # PV(n) this way; for direct-p ptxas still waits for PV(n) first, as the row
-                # max's temporaries need the registers PV(n) is reading (BENCHMARKS.md).
+                # only after PV(n) retired, so one P buffer suffices. How much ptxas overlaps
+                # depends on the registers left: at fold 2 direct-p gained nothing from it, at
+                # fold 4 (the default) 1-2% (BENCHMARKS.md).
                 self.issue_qk(mma_qk, regs, wgc, hk.index)
                 self.issue_pv(mma_pv, regs, hv.index, accumulate)
                 self.hand_over(wgc, False)
