@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 # Chosen by measurement (BENCHMARKS.md): the PV tile is folded into FP32 every four key tiles
-# (512 keys: half the fold FFMAs of every two), and each warp group computes the codes of tile n+1
-# while PV(n) runs (intra, FA3's intra-warp-group overlap); together 2-4% faster for direct-p and
-# 5-6% for fp8 at the Wan shapes, with the error against exact attention unchanged.
+# (512 keys: half the fold FFMAs of every two), and each warp group issues QK(n+1) before PV(n)
+# (intra, FA3's intra-warp-group order); together 2-4% faster for direct-p and 5-6% for fp8 at the
+# Wan shapes, with the error against exact attention unchanged.
 DEFAULT_CONFIG = {"n_wg": 2, "stages": 2, "overlap": True, "fold": 4, "intra": True, "f16_bytes": False,
                   "p_smem": False}
 # Per-mode changes: direct-p makes its P bytes through f16 (1.75 instead of 2.75 instructions per

@@ -614,11 +614,11 @@ class Sm90Attention:
             qk = sqc * mSk[n + 1, (hh, bb)]  # loaded before the waits, so its latency hides
             self.wait_my_turn(wgc)
             if const_expr(self.intra):
-                # FA3's intra-warpgroup overlap: the codes of tile n + 1 are computed in place in
-                # the S accumulator while PV(n) still reads P(n) from registers; P is repacked
-                # only after PV(n) retired, so one P buffer suffices. How much ptxas overlaps
-                # depends on the registers left: at fold 2 direct-p gained nothing from it, at
-                # fold 4 (the default) 1-2% (BENCHMARKS.md).
+                # FA3's intra-warpgroup order: QK(n + 1) is issued before PV(n), and the codes of
+                # tile n + 1 are computed in place in the S accumulator between the two waits; P
+                # is repacked only after PV(n) retired, so one P buffer suffices. ptxas moves the
+                # wait for PV(n) ahead of the codes (docs/SM90_GEN2.md item 7), so they do not run
+                # under PV(n) yet; the order still measured 1-2% faster at fold 4 (BENCHMARKS.md).
                 self.issue_qk(mma_qk, regs, wgc, hk.index)
                 self.issue_pv(mma_pv, regs, hv.index, accumulate)
                 self.hand_over(wgc, False)
