@@ -201,6 +201,14 @@ def _scaled_row_norm_max(x8: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def direct_p_t(s_raw: torch.Tensor, qk: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    """Direct-P's pre-rounding code t = fma(s_raw, 8 qk, fl(120 - 8 m)) per score, float32: one
+    rounding, z never rounded on its own (the kernels fold the score scale into the FMA).
+    s_raw (..., rows, keys); qk and the row reference m (..., rows)."""
+    bias = _f32_tensor(float(DIRECT_P_ONE) - DIRECT_P_SLOPE * m.double())
+    return _f32_tensor(s_raw.double() * (DIRECT_P_SLOPE * qk).unsqueeze(-1).double() + bias.unsqueeze(-1).double())
+
+
 def direct_p_bytes(t: torch.Tensor) -> torch.Tensor:
     """The Direct-P E4M3 byte of t = fl(8 z + 120 - 8 m): clamp(rne(t), 0, 120) as uint8."""
     return torch.round(t.clamp(0.0, float(DIRECT_P_ONE))).to(torch.uint8)
@@ -231,12 +239,7 @@ def _fp8_attention(q, k, v, scale, direct_p):
             m_new = torch.maximum(m, z.amax(dim=-1))
             alpha = torch.exp2(m - m_new)  # exactly 1 where the max did not move
             if direct_p:
-                bias = _f32_tensor(float(DIRECT_P_ONE) - DIRECT_P_SLOPE * m_new.double())
-                # t = fma(s_raw, 8 qk, bias): one rounding, z never rounded on its own (the
-                # kernels fold the score scale into the FMA)
-                t = _f32_tensor(s_raw.double() * (DIRECT_P_SLOPE * qk).unsqueeze(-1).double()
-                                + bias.unsqueeze(-1).double())
-                p = formats.e4m3_decode(direct_p_bytes(t))
+                p = formats.e4m3_decode(direct_p_bytes(direct_p_t(s_raw, qk, m_new)))
                 p_mma, p_sum = p, p.sum(dim=-1)
             else:
                 # p = fl(2^fl(s_raw qk - m)): the kernels fold the score scale into one FMA

@@ -19,7 +19,7 @@ import math
 import torch
 
 from .. import reference
-from ..modes import DIRECT_P_ONE, DIRECT_P_SLOPE, QK_SCALE_BLOCK, TILE_N, default_scale
+from ..modes import DIRECT_P_ONE, QK_SCALE_BLOCK, TILE_N, default_scale
 
 WARP_ROWS = 16  # query rows one consumer warp holds
 WARP_GROUP_ROWS = 64  # query rows one consumer warp group holds (one PV wgmma)
@@ -51,9 +51,8 @@ def row_max_moves(q, k, v, *, top: int | None = None, scale: float | None = None
         if top is None:
             fire = tile_max > m
         else:
-            # the stale reference's largest code: t = fma(s_raw, 8 qk, fl(120 - 8 m)), one rounding
-            bias = (DIRECT_P_ONE - DIRECT_P_SLOPE * m).to(torch.float32).double()
-            t = (s_raw * (DIRECT_P_SLOPE * qk).unsqueeze(-1) + bias.unsqueeze(-1)).to(torch.float32)
+            # the stale reference's largest code
+            t = reference.direct_p_t(s_raw, qk, m)
             fire = torch.isinf(m) | (torch.round(t.amax(dim=-1)).double() > top)
         m = torch.where(fire, torch.maximum(m, tile_max), m)
         triggers.append(fire)
