@@ -146,9 +146,11 @@ class Sm90Attention:
                              f"fold={fold} intra={intra} overlap={overlap}")
         # fold: key tiles per zero-initialised PV accumulator before it is added into the FP32
         # output (2 = 256 keys, 4 = 512: half the promote FFMAs per tile, and 4 tiles summed at
-        # the wgmma accumulator's precision); intra: FA3-style, the codes of tile n+1 are
-        # computed while PV(n) is on the tensor core (see step).
+        # the wgmma accumulator's precision); intra: FA3's order, QK(n+1) issued before PV(n)
+        # (see step).
         self.fold = fold
+        # the overlapped schedule's steps per loop iteration: a fold group, and at least a pair
+        self.group = max(fold, 2)
         self.intra = intra
         # f16_bytes: direct-p's P bytes by FFMA + cvt.rn.relu.f16x2 + PRMT (1.75 instructions per
         # score) instead of FFMA.SAT + FADD + PRMT (2.75); the same bytes (docs/NUMERICS.md)
@@ -391,14 +393,13 @@ class Sm90Attention:
             self.softmax(regs, 0, n_tiles, s_kv, sqc * mSk[0, (hh, bb)], quad)
             self.merge(regs, False)
             args = (mma_qk, mma_pv, regs, wgc, n_tiles, s_kv, sqc, mSk, hh, bb, quad)
-            group = max(self.fold, 2)
             # the loop's pipeline waits stay in this body (their state is loop-carried here)
-            for g in cutlass.range((n_tiles - 1) // group, unroll=1):
-                for i in cutlass.range_constexpr(group):
+            for g in cutlass.range((n_tiles - 1) // self.group, unroll=1):
+                for i in cutlass.range_constexpr(self.group):
                     hv = cons_v.wait_and_advance()
                     hk = cons_k.wait_and_advance()
-                    self.step(*args, hv, hk, group * g + i, *self.fold_flags(i))
-            n0 = n_tiles - 1 - (n_tiles - 1) % group
+                    self.step(*args, hv, hk, self.group * g + i, *self.fold_flags(i))
+            n0 = n_tiles - 1 - (n_tiles - 1) % self.group
             self.tail(args, cons_v, cons_k, hk, n_tiles, n0, 0)
             self.end_turns(wgc)
         else:
@@ -584,14 +585,13 @@ class Sm90Attention:
         remainder. More follow when r = n_tiles % G is 0 (G tiles left) or at least i + 2.
         hk: the schedule's K handle, which a branch reassigns (so the branches carry it, as the
         loop does)."""
-        group = max(self.fold, 2)
-        if const_expr(i + 1 == group):
+        if const_expr(i + 1 == self.group):
             hv = cons_v.wait_and_advance()
             self.step(*args, hv, None, n0 + i, self.fold_flags(i)[0], True)
         else:
-            r = n_tiles % group
+            r = n_tiles % self.group
             more = r == 0
-            if const_expr(i + 2 < group):
+            if const_expr(i + 2 < self.group):
                 more = more | (r >= i + 2)
             if more:
                 hv = cons_v.wait_and_advance()
