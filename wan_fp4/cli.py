@@ -4,7 +4,7 @@
     wan-fp4 drift --out DIR [--model tiny|PATH] [--modes bf16,fp8,direct-p,direct-p-fp4] [--steps 1,4,20]
                   [--peers cudnn-fp8|none] [--policies ...] [--capture-steps first,last] [--decode-steps max]
                   [--accuracy auto] ...
-    wan-fp4 bench attention|e2e [ARGS...]    (CUDA GPU; see wan_fp4.eval.latency)
+    wan-fp4 bench attention|e2e|power [ARGS...]    (CUDA GPU; see wan_fp4.eval.latency, .power)
     wan-fp4 check [--kernels sm90-cute,triton,...] [--suite quick|full|large] [--json PATH]
                   (kernels vs the reference on this device; see wan_fp4.eval.device_check)
 
@@ -32,10 +32,11 @@ from pathlib import Path
 GENERATE_DEFAULTS = {"height": 480, "width": 832, "frames": 81, "steps": 50}
 DRIFT_DEFAULTS = {"height": 512, "width": 768, "frames": 17}
 DTYPES = ("bfloat16", "float16", "float32")
-BENCH_KINDS = ("attention", "e2e")
 VIDEO_SUFFIXES = (".mp4", ".mkv", ".mov", ".avi")  # what imageio-ffmpeg writes from a file name
 # `wan-fp4 bench KIND ARGS` calls BENCH_ENTRY[KIND]'s main(ARGS) -> exit code.
-BENCH_ENTRY = {"attention": "wan_fp4.eval.bench_attention", "e2e": "wan_fp4.eval.latency"}
+BENCH_ENTRY = {"attention": "wan_fp4.eval.bench_attention", "e2e": "wan_fp4.eval.latency",
+               "power": "wan_fp4.eval.power"}
+BENCH_KINDS = tuple(BENCH_ENTRY)
 
 
 def _csv(kind):
@@ -210,7 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(run=cmd_drift, subparser=d)
 
     b = sub.add_parser("bench", help="latency benchmarks (needs a CUDA GPU)")
-    b.add_argument("kind", choices=BENCH_KINDS, help="attention: per-call kernels; e2e: whole pipeline")
+    b.add_argument("kind", choices=BENCH_KINDS, help="attention: per-call kernels; e2e: whole pipeline; power: board power and clock per kernel")
     b.add_argument("args", nargs=argparse.REMAINDER, help="passed on to the benchmark")
     b.set_defaults(run=cmd_bench, subparser=b)
 
