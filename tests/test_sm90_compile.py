@@ -316,6 +316,54 @@ def test_three_warp_groups_refuse_what_they_cannot_run():
     assert sm90.applies("direct-p", sm90.THREE_WG) and not sm90.applies("fp8", sm90.THREE_WG)
 
 
+_TMA = re.compile(r"cp\.async\.bulk\.tensor\.\S+ \[[^\]]*\], \[(%rd\d+),")
+
+
+def _tma_loads(ptx):
+    """(multicast, descriptor) of every TMA load in the PTX."""
+    return [(".multicast::cluster" in line, m.group(1)) for line in ptx.splitlines() if (m := _TMA.search(line))]
+
+
+@pytest.mark.parametrize("mode", ["direct-p", "fp8"])
+@pytest.mark.parametrize("head_dim", [128, 64])
+def test_cluster_2_multicasts_k_and_v_but_not_q(mode, head_dim):
+    """cluster=2: one multicast load (into the cluster's shared memory) for each of K and V^T, from
+    two descriptors; Q stays a per-CTA load, once per consumer warp group, from a third. The
+    releases of K/V stages are cluster arrives (mapa'd to the peer's barriers), the barriers'
+    initialisation and the exit are cluster-wide, and nothing spills."""
+    ptx = ptx_of(compile_kernel(mode, head_dim, cluster=2, options=KEEP))
+    loads = _tma_loads(ptx)
+    q = {desc for mc, desc in loads if not mc}
+    kv = [desc for mc, desc in loads if mc]
+    assert len(q) == 1 and sum(not mc for mc, _ in loads) == sm90.DEFAULT_CONFIG["n_wg"]
+    assert len(kv) == 2 and len(set(kv)) == 2 and not q & set(kv)
+    assert all("shared::cluster" in line for line in ptx.splitlines() if ".multicast::cluster" in line)
+    assert "mbarrier.arrive.shared::cluster.b64" in ptx and "mapa.shared::cluster" in ptx
+    assert "barrier.cluster.arrive.relaxed" in ptx and ptx.count("barrier.cluster.wait") == 2
+    assert not re.search(r"\b(ld|st)\.local", ptx)
+
+
+def test_cluster_1_has_no_cluster_code():
+    """The default (cluster=1) loads everything per CTA and never touches another CTA."""
+    for mode in ("direct-p", "fp8"):
+        ptx = ptx_of(compile_kernel(mode, 128, options=KEEP))
+        assert _tma_loads(ptx) and not any(mc for mc, _ in _tma_loads(ptx))
+        assert "shared::cluster" not in ptx and "barrier.cluster" not in ptx and "mapa" not in ptx
+
+
+def test_cluster_options_and_refusals():
+    """cluster is 1 (default) or 2, in every schedule (the overlapped default, THREE_WG's serial
+    one with pingpong); anything else is refused by name."""
+    from wan_fp4.kernels.sm90.kernel import Sm90Attention
+
+    assert sm90.DEFAULT_CONFIG["cluster"] == 1
+    for bad in (0, 3, 4):
+        with pytest.raises(ValueError, match=f"cluster must be 1 or 2, got {bad}"):
+            Sm90Attention("direct-p", 128, cluster=bad)
+    ptx = ptx_of(compile_kernel("direct-p", 128, **sm90.THREE_WG, pingpong=1, cluster=2, options=KEEP))
+    assert sum(mc for mc, _ in _tma_loads(ptx)) == 2 and not re.search(r"\b(ld|st)\.local", ptx)
+
+
 def test_prebuilt_names_carry_the_options_that_differ_from_the_mode_default():
     from wan_fp4.kernels.sm90 import aot
 
@@ -329,6 +377,8 @@ def test_prebuilt_names_carry_the_options_that_differ_from_the_mode_default():
     assert aot.kernel_name("direct-p", 128, sm90.THREE_WG) == "wanfp4_sm90_directp_d128_fold2_intra0_n_wg3_overlap0_p_smem1"
     assert (aot.kernel_name("direct-p", 128, {**sm90.THREE_WG, "pingpong": 1})
             == "wanfp4_sm90_directp_d128_fold2_intra0_n_wg3_overlap0_p_smem1_pingpong1")
+    assert aot.kernel_name("direct-p", 128, {"cluster": 2}) == "wanfp4_sm90_directp_d128_cluster2"
+    assert aot.kernel_name("fp8", 64, {"cluster": 1}) == "wanfp4_sm90_fp8_d64"
 
 
 def test_head_dim_64_compiles():

@@ -6,7 +6,7 @@ from __future__ import annotations
 # (intra, FA3's intra-warp-group order); together 2-4% faster for direct-p and 5-6% for fp8 at the
 # Wan shapes, with the error against exact attention unchanged.
 DEFAULT_CONFIG = {"n_wg": 2, "stages": 2, "overlap": True, "fold": 4, "intra": True, "f16_bytes": False,
-                  "p_smem": False}
+                  "p_smem": False, "cluster": 1}
 # Per-mode changes: direct-p makes its P bytes through f16 (1.75 instead of 2.75 instructions per
 # score; docs/SM90_GEN2.md item 1), bit-identical and 4-5% faster at the Wan shapes.
 MODE_CONFIG = {"direct-p": {"f16_bytes": True}}

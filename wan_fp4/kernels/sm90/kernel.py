@@ -1,7 +1,8 @@
 """sm_90a forward attention in the CuTe DSL: modes "direct-p" and "fp8" (docs/NUMERICS.md).
 
 Structure (docs/ARCHITECTURE.md, "Kernel families"): one CTA per (128-query tile, head, batch);
-warp group 0 is the producer (one warp issues TMA for Q, K and the K-major V^T), warp groups
+warp group 0 is the producer (one warp issues TMA for Q, K and the K-major V^T; with cluster=2,
+CTA pairs along the query tiles share each K and V^T load by TMA multicast), warp groups
 1..n_wg are consumers, each owning 64 query rows. Per 128-key tile a consumer does
     S = Q K^T                (FP8 wgmma m64n128k32 e4m3, smem x smem)
     qk = sq * sk * c         (one scalar per tile: scale blocks are 128 wide)
@@ -93,7 +94,7 @@ class Regs(NamedTuple):
 class Sm90Attention:
     def __init__(self, mode: str, head_dim: int, n_wg: int = 2, stages: int = 2, overlap: bool = True,
                  pingpong: int = 0, fold: int = 1, intra: bool = False, f16_bytes: bool = False,
-                 p_smem: bool = False):
+                 p_smem: bool = False, cluster: int = 1):
         if mode not in ("direct-p", "fp8"):
             raise ValueError(f"mode must be 'direct-p' or 'fp8', got {mode!r}")
         if head_dim not in (64, 128):
@@ -129,7 +130,14 @@ class Sm90Attention:
         if p_smem and fold not in (1, 2):
             raise ValueError(f"fold must be 1 or 2 with p_smem (its shared memory holds fold * n_wg P "
                              f"tiles), got fold={fold}")
+        # cluster: CTAs per cluster along the query tiles; they share each K and V^T stage: one
+        # CTA loads the whole tile by TMA multicast into every CTA's shared memory (1/cluster of
+        # the L2 -> SM traffic of K and V), and a stage is reused only after the consumers of all
+        # CTAs released it. Q stays per CTA.
+        if cluster not in (1, 2):
+            raise ValueError(f"cluster must be 1 or 2, got {cluster!r}")
         self.mode = mode
+        self.cluster = int(cluster)
         self.direct = mode == "direct-p"
         self.d = head_dim
         # direct-p appends 8 rows to V^T (row D = ones: the denominator column).
@@ -205,19 +213,31 @@ class Sm90Attention:
         sV_layout = sm90_utils.make_smem_layout_b(row, (WG_M, dv, TILE_N), F8, self.stages)
 
         g2s = cpasync.CopyBulkTensorTileG2SOp()
+        # K and V^T with cluster > 1: one multicast load of the whole tile per cluster. Whole
+        # tiles, not a slice per CTA: direct-p's V^T has D + 8 rows, whose halves (68 or 36 rows)
+        # would start mid swizzle atom.
+        g2s_kv = g2s if const_expr(self.cluster == 1) else cpasync.CopyBulkTensorTileG2SMulticastOp()
         tma_q, tQ = cpasync.make_tiled_tma_atom(g2s, mQ, cute.slice_(sQ_layout, (None, None, 0)), (WG_M, d))
-        tma_k, tK = cpasync.make_tiled_tma_atom(g2s, mK, cute.slice_(sK_layout, (None, None, 0)), (TILE_N, d))
-        tma_v, tV = cpasync.make_tiled_tma_atom(g2s, mVt, cute.slice_(sV_layout, (None, None, 0)), (dv, TILE_N))
+        tma_k, tK = cpasync.make_tiled_tma_atom(g2s_kv, mK, cute.slice_(sK_layout, (None, None, 0)), (TILE_N, d))
+        tma_v, tV = cpasync.make_tiled_tma_atom(g2s_kv, mVt, cute.slice_(sV_layout, (None, None, 0)), (dv, TILE_N))
         self.bytes_q = WG_M * d * self.n_wg
         self.bytes_k = TILE_N * d
         self.bytes_v = dv * TILE_N
 
         self.storage = self.storage_struct(cute.cosize(sQ_layout), cute.cosize(sK_layout), cute.cosize(sV_layout))
-        grid = ((s_q + self.tile_m - 1) // self.tile_m, h, b)
-        self.kernel(
+        # the query tiles rounded up to whole clusters: a CTA past the last tile loads zeros as Q
+        # (TMA fills out-of-bounds rows), takes its part in the K/V loads and stores nothing
+        n_mb = (s_q + self.tile_m - 1) // self.tile_m
+        grid = ((n_mb + self.cluster - 1) // self.cluster * self.cluster, h, b)
+        launch = self.kernel(
             mma_qk, mma_pv, tma_q, tQ, tma_k, tK, tma_v, tV, mO, mL, mSq, mSk, mSv,
             sQ_layout, sK_layout, sV_layout, s_q, s_kv, c,
-        ).launch(grid=grid, block=[self.threads, 1, 1], stream=stream, min_blocks_per_mp=1)
+        )
+        if const_expr(self.cluster == 1):
+            launch.launch(grid=grid, block=[self.threads, 1, 1], stream=stream, min_blocks_per_mp=1)
+        else:
+            launch.launch(grid=grid, block=[self.threads, 1, 1], cluster=[self.cluster, 1, 1], stream=stream,
+                          min_blocks_per_mp=1)
 
     def storage_struct(self, q_bytes, k_bytes, v_bytes):
         """The shared memory: the Q, K and V barriers, Q, the K and V^T stages, and with p_smem the P
@@ -254,18 +274,28 @@ class Sm90Attention:
         smem = cutlass.memory.SmemAllocator()
         st = smem.allocate(self.storage)
         one_thread = pipeline.CooperativeGroup(pipeline.Agent.Thread, 1)
+        # one release per consumer warp (its lane 0), to this CTA's empty barrier
         consumers = pipeline.CooperativeGroup(pipeline.Agent.Thread, 4 * self.n_wg)
         prod_q, cons_q = pipeline.PipelineTmaAsync.create(
             barrier_storage=st.mbar_q.data_ptr(), num_stages=1, producer_group=one_thread,
             consumer_group=consumers, tx_count=self.bytes_q, defer_sync=True,
         ).make_participants()
+        if const_expr(self.cluster > 1):
+            # a K/V stage is filled by one CTA's multicast into every CTA of the cluster: lane r
+            # of each consumer warp releases it to CTA r's empty barrier, so each such barrier
+            # counts the consumer warps of all the cluster's CTAs
+            kv_args = dict(cta_layout_vmnk=cute.make_layout((1, self.cluster, 1, 1)),
+                           consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread,
+                                                                    4 * self.n_wg * self.cluster))
+        else:
+            kv_args = dict(consumer_group=consumers)
         prod_k, cons_k = pipeline.PipelineTmaAsync.create(
             barrier_storage=st.mbar_k.data_ptr(), num_stages=self.stages, producer_group=one_thread,
-            consumer_group=consumers, tx_count=self.bytes_k, defer_sync=True,
+            tx_count=self.bytes_k, defer_sync=True, **kv_args,
         ).make_participants()
         prod_v, cons_v = pipeline.PipelineTmaAsync.create(
             barrier_storage=st.mbar_v.data_ptr(), num_stages=self.stages, producer_group=one_thread,
-            consumer_group=consumers, tx_count=self.bytes_v, defer_sync=True,
+            tx_count=self.bytes_v, defer_sync=True, **kv_args,
         ).make_participants()
 
         sQ = st.sQ.get_tensor(sQ_layout.outer, swizzle=sQ_layout.inner)
@@ -281,7 +311,12 @@ class Sm90Attention:
             sP = st.sP.get_tensor(sP_layout.outer, swizzle=sP_layout.inner)
 
         cute.arch.mbarrier_init_fence()
-        cute.arch.sync_threads()
+        if const_expr(self.cluster == 1):
+            cute.arch.sync_threads()
+        else:
+            # the peer's multicast loads and releases reach this CTA's barriers: all initialised
+            cute.arch.cluster_arrive_relaxed()
+            cute.arch.cluster_wait()
 
         if wg == 0:
             # ---------------- producer: one warp issues all TMA loads
@@ -302,17 +337,37 @@ class Sm90Attention:
                 hq = prod_q.acquire_and_advance()
                 for w in cutlass.range_constexpr(self.n_wg):
                     cute.copy(tma_q, tQg[None, m_blk * self.n_wg + w], tQs[None, w], tma_bar_ptr=hq.barrier)
-                for n in cutlass.range(n_tiles, unroll=1):
-                    hk = prod_k.acquire_and_advance()
-                    cute.copy(tma_k, tKg[None, n], tKs[None, hk.index], tma_bar_ptr=hk.barrier)
-                    hv = prod_v.acquire_and_advance()
-                    cute.copy(tma_v, tVg[None, n], tVs[None, hv.index], tma_bar_ptr=hv.barrier)
+                if const_expr(self.cluster == 1):
+                    for n in cutlass.range(n_tiles, unroll=1):
+                        hk = prod_k.acquire_and_advance()
+                        cute.copy(tma_k, tKg[None, n], tKs[None, hk.index], tma_bar_ptr=hk.barrier)
+                        hv = prod_v.acquire_and_advance()
+                        cute.copy(tma_v, tVg[None, n], tVs[None, hv.index], tma_bar_ptr=hv.barrier)
+                else:
+                    # every CTA expects each whole tile on its own barrier; CTA n % cluster loads
+                    # K tile n into all of them, CTA (n + 1) % cluster V^T tile n (the issue
+                    # work spread evenly)
+                    rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
+                    everyone = cutlass.Int16((1 << self.cluster) - 1)
+                    for n in cutlass.range(n_tiles, unroll=1):
+                        hk = prod_k.acquire_and_advance()
+                        if n % self.cluster == rank:
+                            cute.copy(tma_k, tKg[None, n], tKs[None, hk.index], tma_bar_ptr=hk.barrier,
+                                      mcast_mask=everyone)
+                        hv = prod_v.acquire_and_advance()
+                        if (n + 1) % self.cluster == rank:
+                            cute.copy(tma_v, tVg[None, n], tVs[None, hv.index], tma_bar_ptr=hv.barrier,
+                                      mcast_mask=everyone)
         else:
             cute.arch.setmaxregister_increase(self.consumer_regs)
             self.consume(
                 mma_qk, mma_pv, sQ, sK, sV, cons_q, cons_k, cons_v, mO, mL, mSq, mSk, mSv,
                 s_q, s_kv, c, n_tiles, m_blk, hh, bb, wg - 1, tidx % 128, sP,
             )
+        if const_expr(self.cluster > 1):
+            # no CTA leaves while its peer may still release a stage to its barriers
+            cute.arch.cluster_arrive()
+            cute.arch.cluster_wait()
 
     @cute.jit
     def consume(
@@ -338,9 +393,9 @@ class Sm90Attention:
         quad = lane % 4
         row0 = m_blk * self.tile_m + wgc * WG_M + (t128 // 32) * 16 + lane // 4  # rows row0, row0 + 8
         q_blk = (m_blk * self.tile_m + wgc * WG_M) // 128
-        if const_expr(self.tile_m % 128 != 0):
-            # a 192-row tile's last warp group can start past the padded queries: any in-range
-            # scale serves its rows, which are never stored
+        if const_expr(self.tile_m % 128 != 0 or self.cluster > 1):
+            # a 192-row tile's last warp group, or a cluster's CTA past the last query tile, can
+            # start past the padded queries: any in-range scale serves its rows, never stored
             if q_blk > (s_q - 1) // 128:
                 q_blk = (s_q - 1) // 128
         sqc = mSq[q_blk, (hh, bb)] * c  # exact: sq is a power of two
