@@ -4,7 +4,7 @@
     python scripts/build_prebuilt.py --only sm100    # one arch family (sm90, sm100)
     python scripts/build_prebuilt.py --no-link       # .h/.o + manifest only (what git tracks)
     python scripts/build_prebuilt.py --only sm90 --out DIR --sm90-config '{"pingpong": true}' ...
-                                                     # experiments: D128 kernels of other
+                                                     # experiments: D128 (--sm90-head-dims) kernels of other
                                                      # configs (plus the defaults) into DIR, for
                                                      # wan-fp4 check/bench attention --prebuilt-dir DIR
 
@@ -68,6 +68,14 @@ ENTRIES = [
 ]
 
 
+def sm90_variant_entries(configs, head_dims=(128,)):
+    """Entries of the sm90 kernels of each config at each head dim, in every mode it applies to."""
+    from wan_fp4.kernels.sm90 import SUPPORTED_MODES, applies
+
+    return [_sm90_entry(mode, d, cfg) for cfg in configs for d in head_dims for mode in SUPPORTED_MODES
+            if applies(mode, cfg)]
+
+
 def prebuilt_of(family: str):
     return importlib.import_module(f"wan_fp4.kernels.{family}.aot").PREBUILT
 
@@ -79,13 +87,12 @@ def main():
     ap.add_argument("--only", default=None, choices=sorted({e[1] for e in ENTRIES}), help="arch family to build")
     ap.add_argument("--no-link", action="store_true", help="export .h/.o (and the manifest) only")
     ap.add_argument("--sm90-config", action="append", default=[], type=json.loads,
-                    help="JSON options of extra sm90 D128 kernels, each mode they apply to (repeatable)")
+                    help="JSON options of extra sm90 kernels, each mode they apply to (repeatable)")
+    ap.add_argument("--sm90-head-dims", type=int, nargs="+", default=[128], choices=[64, 128],
+                    help="head dims of the --sm90-config kernels (default: 128)")
     ap.add_argument("--out", type=Path, default=None, help="write into DIR instead of the package's prebuilt/")
     args = ap.parse_args()
-    from wan_fp4.kernels.sm90 import SUPPORTED_MODES, applies
-
-    entries = ENTRIES + [_sm90_entry(mode, 128, cfg) for cfg in args.sm90_config for mode in SUPPORTED_MODES
-                         if applies(mode, cfg)]
+    entries = ENTRIES + sm90_variant_entries(args.sm90_config, args.sm90_head_dims)
     built: dict = {}
     for name, family, build, meta in entries:
         if args.only and family != args.only:

@@ -139,12 +139,9 @@ def main():
     ap.add_argument("--prebuilt-dir", default=None)
     ap.add_argument("--trace", default=None, help="percall: write a Chrome trace here")
     args = ap.parse_args()
-    if args.prebuilt_dir:
-        from pathlib import Path
+    from wan_fp4.eval.bench_attention import use_prebuilt_dir
 
-        from wan_fp4.kernels.sm90 import aot
-
-        aot.PREBUILT.directory = Path(args.prebuilt_dir).resolve()
+    use_prebuilt_dir(args.prebuilt_dir)
     if args.what == "launch":
         launch([{}] + args.configs)
     elif args.what == "prepass":

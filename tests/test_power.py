@@ -85,3 +85,13 @@ def test_one_sampler_serves_every_workload_by_its_time_window():
     assert all(t0 <= s["t"] <= t1 for s in first)
     assert max(s["power_w"] for s in first) < min(s["power_w"] for s in later)
     assert power.summarise(first)["reasons"] == "power cap (software)"
+
+
+def test_sm90_variants_are_taken_beside_the_defaults_and_a_bad_one_is_named(monkeypatch, capsys):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert power.main(["--sm90-configs", '{"cluster": 2}', "--prebuilt-dir", "somewhere"]) == 2
+    with pytest.raises(SystemExit):
+        power.main(["--sm90-configs", "[1]"])
+    assert "--sm90-configs takes JSON objects, got [1]" in capsys.readouterr().err

@@ -647,3 +647,21 @@ def test_a_shim_of_another_signature_is_refused(monkeypatch, tmp_path):
     assert pb.launcher("k") is None
     monkeypatch.setattr(common, "bind", lambda so, name: Shim(None, lambda: 0, lambda *a: 0, ("int32_t", "stream")))
     assert pb.launcher("k2") is not None
+
+
+def test_build_prebuilt_makes_each_variant_at_each_head_dim_in_the_modes_it_applies_to():
+    """scripts/build_prebuilt.py --sm90-config C --sm90-head-dims 128 64: one kernel per (mode, D)
+    the config applies to (THREE_WG's p_smem is direct-p's only), named as the loader looks it up."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "build_prebuilt.py"
+    spec = importlib.util.spec_from_file_location("build_prebuilt", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    names = [e[0] for e in script.sm90_variant_entries([{"cluster": 2}, sm90.THREE_WG], (128, 64))]
+    three = "_fold2_intra0_n_wg3_overlap0_p_smem1"
+    assert names == ["wanfp4_sm90_directp_d128_cluster2", "wanfp4_sm90_fp8_d128_cluster2",
+                     "wanfp4_sm90_directp_d64_cluster2", "wanfp4_sm90_fp8_d64_cluster2",
+                     "wanfp4_sm90_directp_d128" + three, "wanfp4_sm90_directp_d64" + three]
+    assert [e[0] for e in script.sm90_variant_entries([{"stages": 3}])] == [
+        "wanfp4_sm90_directp_d128_stages3", "wanfp4_sm90_fp8_d128_stages3"]

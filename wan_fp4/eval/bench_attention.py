@@ -68,18 +68,11 @@ def main(argv=None):
     ap.add_argument("--check-rows", type=int, default=256, help="query rows checked against the reference")
     ap.add_argument("--rep-ms", type=int, default=1500)
     ap.add_argument("--json", type=Path, default=None)
-    ap.add_argument("--sm90-configs", nargs="+", type=json.loads, default=[], metavar="JSON",
-                    help="also time these sm90 kernel configs (options over each mode's default), in "
-                         "the modes they apply to")
-    ap.add_argument("--prebuilt-dir", type=Path, default=None,
-                    help="load the sm90 prebuilt kernels, defaults included, from DIR "
-                         "(scripts/build_prebuilt.py --only sm90 --out DIR --sm90-config ...)")
+    add_sm90_variant_args(ap, "time")
     ap.add_argument("--breakdown", action="store_true",
                     help="also time the sm90 kernel's parts per call: pre-pass, kernel launch alone, whole call")
     args = ap.parse_args(argv)
-    for cfg in args.sm90_configs:
-        if not isinstance(cfg, dict):
-            ap.error(f"--sm90-configs takes JSON objects, got {cfg!r}")
+    check_sm90_variant_args(ap, args)
     if args.length_sweep:
         args.shapes = [(1, 40, length, 128) for length in LENGTH_SWEEP]
     if not torch.cuda.is_available():
@@ -88,11 +81,7 @@ def main(argv=None):
     torch.backends.cuda.matmul.allow_tf32 = False  # the reference's FP32 products stay FP32
     from triton.testing import do_bench
 
-    if args.prebuilt_dir is not None:
-        from wan_fp4.kernels.sm90 import aot
-
-        aot.PREBUILT.directory = args.prebuilt_dir.resolve()
-
+    use_prebuilt_dir(args.prebuilt_dir)
     peers, missing = available_peers(args.peers)
     for name, why in missing.items():
         print(f"peer {name} unavailable: {why}", flush=True)
@@ -146,6 +135,31 @@ def main(argv=None):
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=1))
     return 0
+
+
+def add_sm90_variant_args(ap, verb):
+    """--sm90-configs and --prebuilt-dir: sm90 kernels of other configs beside the defaults (the
+    attention and power benches share them)."""
+    ap.add_argument("--sm90-configs", nargs="+", type=json.loads, default=[], metavar="JSON",
+                    help=f"also {verb} these sm90 kernel configs (options over each mode's default), in "
+                         "the modes they apply to")
+    ap.add_argument("--prebuilt-dir", type=Path, default=None,
+                    help="load the sm90 prebuilt kernels, defaults included, from DIR "
+                         "(scripts/build_prebuilt.py --only sm90 --out DIR --sm90-config ...)")
+
+
+def check_sm90_variant_args(ap, args):
+    for cfg in args.sm90_configs:
+        if not isinstance(cfg, dict):
+            ap.error(f"--sm90-configs takes JSON objects, got {cfg!r}")
+
+
+def use_prebuilt_dir(directory):
+    """Load the sm90 prebuilt kernels from `directory` (None: the package's own)."""
+    if directory is not None:
+        from wan_fp4.kernels.sm90 import aot
+
+        aot.PREBUILT.directory = Path(directory).resolve()
 
 
 def sm90_variants(configs, q, k, v, mode):

@@ -9,6 +9,7 @@ GEMM that sets the tensor-core ceiling) this runs it back to back for a few seco
 of the samples taken while it ran.
 
     wan-fp4 bench power --shape 1x40x75600x128 --seconds 8 --json power.json
+    wan-fp4 bench power --modes direct-p --sm90-configs '{"cluster": 2}' --prebuilt-dir DIR
 """
 from __future__ import annotations
 
@@ -146,7 +147,8 @@ def table(limits: dict, rows: dict) -> str:
 
 
 def main(argv=None) -> int:
-    from wan_fp4.eval.bench_attention import fp8_gemm, parse_shape
+    from wan_fp4.eval.bench_attention import (add_sm90_variant_args, check_sm90_variant_args, fp8_gemm,
+                                              parse_shape, sm90_variants, use_prebuilt_dir)
     from wan_fp4.eval.peers import PEER_LABELS, available_peers
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -155,9 +157,11 @@ def main(argv=None) -> int:
     ap.add_argument("--peers", nargs="*", default=["cudnn-fp8-kernel", "sdpa-cudnn"])
     ap.add_argument("--seconds", type=float, default=8.0, help="per workload, after a second of warm-up")
     ap.add_argument("--json", type=Path, default=None)
+    add_sm90_variant_args(ap, "run")
     args = ap.parse_args(argv)
     if args.seconds <= 0:
         ap.error(f"--seconds must be positive, got {args.seconds}")
+    check_sm90_variant_args(ap, args)
     if not torch.cuda.is_available():
         print("wan-fp4 bench power needs a CUDA GPU", file=sys.stderr)
         return 2
@@ -168,8 +172,11 @@ def main(argv=None) -> int:
     torch.manual_seed(s + h)
     q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     workloads = {}
+    use_prebuilt_dir(args.prebuilt_dir)
     for mode in args.modes:
-        workloads[f"wan_fp4 {mode} (sm90)"] = (lambda m=mode: wan_fp4.attention(q, k, v, m, kernel="sm90-cute"), flops)
+        workloads[f"wan_fp4 {mode} [sm90-cute]"] = (lambda m=mode: wan_fp4.attention(q, k, v, m, kernel="sm90-cute"), flops)
+        for label, (_, fn) in sm90_variants(args.sm90_configs, q, k, v, mode).items():
+            workloads[label] = (lambda f=fn: f(q, k, v), flops)
     peers, missing = available_peers(args.peers)
     for name, why in missing.items():
         print(f"peer {name} unavailable: {why}", flush=True)
