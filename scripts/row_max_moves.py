@@ -1,10 +1,13 @@
 """How often direct-p's row reference would be refreshed, exactly and with slack (CPU is fine):
 
     python scripts/row_max_moves.py --seq 16384 --heads 1 --top 126
+    python scripts/row_max_moves.py --seq 32760 --top --headroom 0.5 1 2 3 --error-rows 512
 
 Prints, per input family, the share of (row, key tile) pairs whose reference moves and the share
 of tiles in which any row of a warp (16 rows) or warp group (64 rows) does: the redo rate a
-speculative row max would pay (wan_fp4/eval/row_max_moves.py, docs/SM90_GEN2.md item 4).
+speculative row max would pay (wan_fp4/eval/row_max_moves.py, docs/SM90_GEN2.md item 4); with
+--headroom, the same for a reference refreshed to the tile max plus that many log2 units, and the
+error that rule costs against exact attention over the first --error-rows query rows (item 12).
 """
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from wan_fp4.eval.row_max_moves import row_max_moves  # noqa: E402
+from wan_fp4.eval.row_max_moves import headroom_error, row_max_moves  # noqa: E402
 
 
 def main():
@@ -25,6 +28,9 @@ def main():
     ap.add_argument("--heads", type=int, default=1)
     ap.add_argument("--head-dim", type=int, default=128)
     ap.add_argument("--top", type=int, nargs="*", default=[126], help="slack rules to count beside the exact one")
+    ap.add_argument("--headroom", type=float, nargs="*", default=[],
+                    help="log2 units added to the refreshed reference (each counted with the exact rule)")
+    ap.add_argument("--error-rows", type=int, default=512, help="query rows the headroom errors are measured on")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     g = torch.Generator().manual_seed(args.seed)
@@ -38,6 +44,13 @@ def main():
             rule = "exact max" if top is None else f"slack, top byte {top}"
             print(f"{name:13s} {rule:20s} rows {r['row_rate']:.4f}  warps {r['warp_rate']:.4f}  "
                   f"warp groups {r['warp_group_rate']:.4f}  ({r['tiles']} tiles)", flush=True)
+        for h in args.headroom:
+            r = row_max_moves(qq, kk, v, headroom=h)
+            e = headroom_error(qq, kk, v, h, rows=args.error_rows)
+            print(f"{name:13s} {f'headroom {h:g}':20s} rows {r['row_rate']:.4f}  warps {r['warp_rate']:.4f}  "
+                  f"warp groups {r['warp_group_rate']:.4f}  ({r['tiles']} tiles)  error vs exact "
+                  f"{e['vs_exact']:.4f} (today {e['today_vs_exact']:.4f}), vs today's direct-p {e['vs_today']:.4f}",
+                  flush=True)
 
 
 if __name__ == "__main__":

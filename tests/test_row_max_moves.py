@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from wan_fp4.eval.row_max_moves import row_max_moves
+from wan_fp4.eval.row_max_moves import headroom_error, row_max_moves
 
 
 def _ramp(n_tiles, step):
@@ -46,3 +46,31 @@ def test_top_outside_the_codes_is_refused():
     q, k, v = _ramp(2, 1.0)
     with pytest.raises(ValueError, match="top must be"):
         row_max_moves(q, k, v, top=127)
+
+
+def test_headroom_refreshes_past_the_max_and_then_waits_for_it():
+    # rises of 0.51 log2 units per tile: a reference refreshed to the tile max + 1 is passed on
+    # the second tile after each refresh (1.02 > 1), so tiles 0, 2, 4, 6 trigger
+    q, k, v = _ramp(7, 3.92)
+    assert row_max_moves(q, k, v, headroom=1.0)["row_rate"] == pytest.approx(4 / 7)
+    assert row_max_moves(q, k, v, headroom=0.0)["row_rate"] == 1.0
+    with pytest.raises(ValueError, match="headroom must be"):
+        row_max_moves(q, k, v, headroom=-1.0)
+
+
+def test_headroom_error_is_todays_direct_p_at_zero_and_close_to_it_above():
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, 300, 2, 64, generator=g) for _ in range(3))
+    zero = headroom_error(q, k, v, 0.0)
+    assert zero["vs_today"] == 0.0 and zero["vs_exact"] == zero["today_vs_exact"]
+    two = headroom_error(q, k, v, 2.0, rows=130)
+    # other rounding of the codes, no worse against exact attention than today's
+    assert 0.0 < two["vs_today"] < 0.06 and two["vs_exact"] < 1.1 * two["today_vs_exact"]
+
+
+def test_the_reference_takes_headroom_for_direct_p_only():
+    from wan_fp4 import reference
+
+    q = torch.randn(1, 10, 1, 64)
+    with pytest.raises(ValueError, match="headroom applies to direct-p only"):
+        reference._fp8_attention(q, q, q, 0.125, False, headroom=1.0)

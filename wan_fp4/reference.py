@@ -214,7 +214,12 @@ def direct_p_bytes(t: torch.Tensor) -> torch.Tensor:
     return torch.round(t.clamp(0.0, float(DIRECT_P_ONE))).to(torch.uint8)
 
 
-def _fp8_attention(q, k, v, scale, direct_p):
+def _fp8_attention(q, k, v, scale, direct_p, headroom=0.0):
+    """headroom (direct-p, log2 units): 0 = the running max as the row reference, what every kernel
+    implements; > 0 = a rule under study (docs/SM90_GEN2.md, item 12): the reference moves only
+    when a tile's max passes it, and then to that max + headroom, so codes need not wait for it."""
+    if headroom and not direct_p:
+        raise ValueError("headroom applies to direct-p only")
     ops = quantize_fp8(q, k, v)
     c = log2_scale(scale)
     check_score_range("direct-p" if direct_p else "fp8", c, _heads_first(ops.q8), ops.q_scale.transpose(1, 2),
@@ -236,7 +241,8 @@ def _fp8_attention(q, k, v, scale, direct_p):
             qk = q_row_scale[:, :, rows] * k_tile_scale[:, :, tile : tile + 1]
             s_raw = torch.matmul(qs, k8[:, :, keys].transpose(-1, -2))
             z = s_raw * qk.unsqueeze(-1)
-            m_new = torch.maximum(m, z.amax(dim=-1))
+            tile_max = z.amax(dim=-1)
+            m_new = torch.where(tile_max > m, tile_max + headroom, m) if headroom else torch.maximum(m, tile_max)
             alpha = torch.exp2(m - m_new)  # exactly 1 where the max did not move
             if direct_p:
                 p = formats.e4m3_decode(direct_p_bytes(direct_p_t(s_raw, qk, m_new)))

@@ -11,6 +11,11 @@ quantised operands, tile by tile as the reference walks the keys:
 * slack: the reference is kept until some code of the row, computed with the stale reference,
   rounds above `top` (an E4M3 byte: 120 is p = 1, 126 the largest finite code), a numerics change
   that would let codes run up to 2^((top - 120) / 8).
+
+Either rule may refresh the reference to the tile's max plus a `headroom` (log2 units, item 12):
+the codes of the row's largest score then start at 120 - 8 headroom, and the reference moves only
+when a later max passes it. `headroom_error` gives what that costs in accuracy (the reference's
+direct-p with the same rule).
 """
 from __future__ import annotations
 
@@ -25,15 +30,18 @@ WARP_ROWS = 16  # query rows one consumer warp holds
 WARP_GROUP_ROWS = 64  # query rows one consumer warp group holds (one PV wgmma)
 
 
-def row_max_moves(q, k, v, *, top: int | None = None, scale: float | None = None) -> dict:
+def row_max_moves(q, k, v, *, top: int | None = None, headroom: float = 0.0, scale: float | None = None) -> dict:
     """Trigger rates over (B, H, query rows, key tiles) for q, k, v in (B, S, H, D).
 
-    top None: the exact rule; an int in [120, 126]: the slack rule. Returns the share of
+    top None: the exact rule; an int in [120, 126]: the slack rule. headroom: log2 units added to
+    the tile max when the reference is refreshed (0: today's). Returns the share of
     (row, tile) pairs that trigger, and the share of (group, tile) pairs in which any row of a
     warp's or a warp group's rows triggers (rows grouped from 0 in order, as the kernel tiles them;
     S_q is padded with rows that never trigger). The first tile always triggers (no reference yet)."""
     if top is not None and not DIRECT_P_ONE <= top <= 126:
         raise ValueError(f"top must be None or an E4M3 byte in [{DIRECT_P_ONE}, 126], got {top!r}")
+    if not 0.0 <= headroom <= 8.0:
+        raise ValueError(f"headroom must be in [0, 8] log2 units, got {headroom!r}")
     reference.check_finite(q, k, v)
     c = reference.log2_scale(default_scale(q.shape[-1]) if scale is None else float(scale))
     ops = reference.quantize_fp8(q, k, v)
@@ -54,7 +62,7 @@ def row_max_moves(q, k, v, *, top: int | None = None, scale: float | None = None
             # the stale reference's largest code
             t = reference.direct_p_t(s_raw, qk, m)
             fire = torch.isinf(m) | (torch.round(t.amax(dim=-1)).double() > top)
-        m = torch.where(fire, torch.maximum(m, tile_max), m)
+        m = torch.where(fire, torch.maximum(m, tile_max) + headroom, m)
         triggers.append(fire)
     fired = torch.stack(triggers, dim=-1)  # (B, H, Sq, tiles)
     out = {"tiles": fired.shape[-1], "rows": sq, "row_rate": fired.double().mean().item()}
@@ -63,3 +71,18 @@ def row_max_moves(q, k, v, *, top: int | None = None, scale: float | None = None
         padded = torch.nn.functional.pad(fired, (0, 0, 0, pad))
         out[name] = padded.reshape(b, h, -1, rows, fired.shape[-1]).any(dim=3).double().mean().item()
     return out
+
+
+def headroom_error(q, k, v, headroom: float, *, rows: int | None = None) -> dict:
+    """Relative L2 error of direct-p with a refreshed reference of tile max + headroom, against
+    exact attention and against today's direct-p (headroom 0), over the first `rows` query rows."""
+    from .metrics import rel_l2
+
+    if rows is not None:
+        q = q[:, :rows]
+    scale = default_scale(q.shape[-1])
+    exact = reference.attention(q.float(), k.float(), v.float(), "bf16")
+    today = reference.attention(q, k, v, "direct-p")
+    reference.check_finite(q, k, v)
+    out = reference._fp8_attention(q, k, v, scale, True, headroom=headroom)[0]  # the study's rule
+    return {"vs_exact": rel_l2(out, exact), "today_vs_exact": rel_l2(today, exact), "vs_today": rel_l2(out, today)}
