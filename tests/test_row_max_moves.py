@@ -48,29 +48,50 @@ def test_top_outside_the_codes_is_refused():
         row_max_moves(q, k, v, top=127)
 
 
-def test_headroom_refreshes_past_the_max_and_then_waits_for_it():
-    # rises of 0.51 log2 units per tile: a reference refreshed to the tile max + 1 is passed on
-    # the second tile after each refresh (1.02 > 1), so tiles 0, 2, 4, 6 trigger
+def test_headroom_refreshes_when_a_code_passes_120_and_lands_the_max_below_it():
+    # rises of 0.51 log2 units (about 4.1 codes) per tile; headroom 1 puts a refreshed row's largest
+    # code at 112: 116.1 on the next tile, 120.2 (rounds to 120, kept) on the one after, 124.2
+    # (refresh) on the third: tiles 0, 3 and 6 trigger
     q, k, v = _ramp(7, 3.92)
-    assert row_max_moves(q, k, v, headroom=1.0)["row_rate"] == pytest.approx(4 / 7)
-    assert row_max_moves(q, k, v, headroom=0.0)["row_rate"] == 1.0
+    assert row_max_moves(q, k, v, headroom=1.0)["row_rate"] == pytest.approx(3 / 7)
     with pytest.raises(ValueError, match="headroom must be"):
         row_max_moves(q, k, v, headroom=-1.0)
+    with pytest.raises(ValueError, match="replaces top"):
+        row_max_moves(q, k, v, headroom=1.0, top=126)
 
 
-def test_headroom_error_is_todays_direct_p_at_zero_and_close_to_it_above():
+def test_headroom_codes_follow_the_rule_row_by_row():
+    from wan_fp4 import reference
+
+    g = torch.Generator().manual_seed(5)
+    s_raw = torch.randn(3, 128, generator=g) * 40.0
+    qk = torch.full((3,), 0.02)
+    z_max = (s_raw * qk.unsqueeze(-1)).amax(dim=-1)
+    # row 0: no reference yet; row 1: a reference far above (codes low, kept); row 2: far below
+    m = torch.tensor([-float("inf"), float(z_max[1]) + 3.0, float(z_max[2]) - 2.0])
+    t, m_new, moved = reference.headroom_codes(s_raw, qk, m, 1.5)
+    assert moved.tolist() == [True, False, True]
+    assert m_new[0] == z_max[0] + 1.5 and m_new[1] == m[1]
+    assert torch.equal(t[1], reference.direct_p_t(s_raw[1:2], qk[1:2], m[1:2])[0])
+    # a refreshed row's largest code lands at 120 - 8 * 1.5 (to FP32 rounding), every code moved alike
+    assert torch.round(t.amax(dim=-1)).tolist() == [108.0, torch.round(t[1].amax()).item(), 108.0]
+    assert torch.round(t[1].amax()) < 120
+
+
+def test_headroom_error_is_close_to_todays_direct_p():
     g = torch.Generator().manual_seed(3)
     q, k, v = (torch.randn(1, 300, 2, 64, generator=g) for _ in range(3))
-    zero = headroom_error(q, k, v, 0.0)
-    assert zero["vs_today"] == 0.0 and zero["vs_exact"] == zero["today_vs_exact"]
     two = headroom_error(q, k, v, 2.0, rows=130)
     # other rounding of the codes, no worse against exact attention than today's
     assert 0.0 < two["vs_today"] < 0.06 and two["vs_exact"] < 1.1 * two["today_vs_exact"]
 
 
-def test_the_reference_takes_headroom_for_direct_p_only():
+def test_the_reference_takes_headroom_for_direct_p_only_and_none_is_today():
     from wan_fp4 import reference
 
-    q = torch.randn(1, 10, 1, 64)
+    g = torch.Generator().manual_seed(4)
+    q, k, v = (torch.randn(1, 200, 1, 64, generator=g) for _ in range(3))
+    today = reference.attention(q, k, v, "direct-p")
+    assert torch.equal(reference._fp8_attention(q, k, v, 0.125, True)[0].to(today.dtype), today)
     with pytest.raises(ValueError, match="headroom applies to direct-p only"):
-        reference._fp8_attention(q, q, q, 0.125, False, headroom=1.0)
+        reference._fp8_attention(q, k, v, 0.125, False, headroom=1.0)

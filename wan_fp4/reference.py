@@ -214,11 +214,34 @@ def direct_p_bytes(t: torch.Tensor) -> torch.Tensor:
     return torch.round(t.clamp(0.0, float(DIRECT_P_ONE))).to(torch.uint8)
 
 
-def _fp8_attention(q, k, v, scale, direct_p, headroom=0.0):
-    """headroom (direct-p, log2 units): 0 = the running max as the row reference, what every kernel
-    implements; > 0 = a rule under study (docs/SM90_GEN2.md, item 12): the reference moves only
-    when a tile's max passes it, and then to that max + headroom, so codes need not wait for it."""
-    if headroom and not direct_p:
+def headroom_codes(s_raw, qk, m, headroom: float):
+    """One key tile of direct-p under a row-reference rule being studied (docs/SM90_GEN2.md, item
+    12; no kernel implements it yet): the codes need not wait for the tile's row max.
+
+    A row with a reference m makes its codes with it, t = direct_p_t(s_raw, qk, m). If its largest
+    code rounds above 120, the reference moves to where that code lands at 120 - 8 headroom:
+    m_new = fl(fl(m + fl(fl(t_max - 120) / 8)) + headroom), and its codes move with it by one FP32
+    add, t + fl(8 (m - m_new)) (as a kernel would move the codes it already holds). A row with no
+    reference yet (m = -inf, the first tile) takes its tile max + headroom and today's codes.
+    Returns (t, m_new, moved), all per row but t."""
+    f32 = torch.float32
+    first = torch.isinf(m)
+    z_max = (s_raw * qk.unsqueeze(-1)).amax(dim=-1)
+    held = torch.where(first, z_max + headroom, m)
+    t = direct_p_t(s_raw, qk, held)
+    t_max = t.amax(dim=-1)
+    moved = first | (torch.round(t_max) > DIRECT_P_ONE)
+    step = ((t_max - DIRECT_P_ONE).to(f32) / DIRECT_P_SLOPE).to(f32)
+    refreshed = ((held + step).to(f32) + headroom).to(f32)
+    m_new = torch.where(moved & ~first, refreshed, held)
+    shift = (DIRECT_P_SLOPE * (held - m_new).to(f32)).to(f32)
+    return (t + shift.unsqueeze(-1)).to(f32), m_new, moved
+
+
+def _fp8_attention(q, k, v, scale, direct_p, headroom=None):
+    """headroom (direct-p, log2 units): None = the running max as the row reference, what every
+    kernel implements; a number = the rule under study in `headroom_codes`."""
+    if headroom is not None and not direct_p:
         raise ValueError("headroom applies to direct-p only")
     ops = quantize_fp8(q, k, v)
     c = log2_scale(scale)
@@ -241,11 +264,14 @@ def _fp8_attention(q, k, v, scale, direct_p, headroom=0.0):
             qk = q_row_scale[:, :, rows] * k_tile_scale[:, :, tile : tile + 1]
             s_raw = torch.matmul(qs, k8[:, :, keys].transpose(-1, -2))
             z = s_raw * qk.unsqueeze(-1)
-            tile_max = z.amax(dim=-1)
-            m_new = torch.where(tile_max > m, tile_max + headroom, m) if headroom else torch.maximum(m, tile_max)
+            if headroom is None:
+                m_new = torch.maximum(m, z.amax(dim=-1))
+                t = direct_p_t(s_raw, qk, m_new) if direct_p else None
+            else:
+                t, m_new, _ = headroom_codes(s_raw, qk, m, headroom)
             alpha = torch.exp2(m - m_new)  # exactly 1 where the max did not move
             if direct_p:
-                p = formats.e4m3_decode(direct_p_bytes(direct_p_t(s_raw, qk, m_new)))
+                p = formats.e4m3_decode(direct_p_bytes(t))
                 p_mma, p_sum = p, p.sum(dim=-1)
             else:
                 # p = fl(2^fl(s_raw qk - m)): the kernels fold the score scale into one FMA

@@ -12,10 +12,9 @@ quantised operands, tile by tile as the reference walks the keys:
   rounds above `top` (an E4M3 byte: 120 is p = 1, 126 the largest finite code), a numerics change
   that would let codes run up to 2^((top - 120) / 8).
 
-Either rule may refresh the reference to the tile's max plus a `headroom` (log2 units, item 12):
-the codes of the row's largest score then start at 120 - 8 headroom, and the reference moves only
-when a later max passes it. `headroom_error` gives what that costs in accuracy (the reference's
-direct-p with the same rule).
+* headroom (item 12): `reference.headroom_codes`, the reference moved only when a code made with
+  it rounds above 120, and then so that the largest lands at 120 - 8 headroom. `headroom_error`
+  gives what that rule costs in accuracy (the reference's direct-p under it).
 """
 from __future__ import annotations
 
@@ -30,18 +29,19 @@ WARP_ROWS = 16  # query rows one consumer warp holds
 WARP_GROUP_ROWS = 64  # query rows one consumer warp group holds (one PV wgmma)
 
 
-def row_max_moves(q, k, v, *, top: int | None = None, headroom: float = 0.0, scale: float | None = None) -> dict:
+def row_max_moves(q, k, v, *, top: int | None = None, headroom: float | None = None,
+                  scale: float | None = None) -> dict:
     """Trigger rates over (B, H, query rows, key tiles) for q, k, v in (B, S, H, D).
 
-    top None: the exact rule; an int in [120, 126]: the slack rule. headroom: log2 units added to
-    the tile max when the reference is refreshed (0: today's). Returns the share of
+    top None: the exact rule; an int in [120, 126]: the slack rule. headroom (log2 units, with top
+    None): the headroom rule instead. Returns the share of
     (row, tile) pairs that trigger, and the share of (group, tile) pairs in which any row of a
     warp's or a warp group's rows triggers (rows grouped from 0 in order, as the kernel tiles them;
     S_q is padded with rows that never trigger). The first tile always triggers (no reference yet)."""
     if top is not None and not DIRECT_P_ONE <= top <= 126:
         raise ValueError(f"top must be None or an E4M3 byte in [{DIRECT_P_ONE}, 126], got {top!r}")
-    if not 0.0 <= headroom <= 8.0:
-        raise ValueError(f"headroom must be in [0, 8] log2 units, got {headroom!r}")
+    if headroom is not None and (top is not None or not 0.0 <= headroom <= 8.0):
+        raise ValueError(f"headroom must be in [0, 8] log2 units and replaces top, got headroom={headroom!r} top={top!r}")
     reference.check_finite(q, k, v)
     c = reference.log2_scale(default_scale(q.shape[-1]) if scale is None else float(scale))
     ops = reference.quantize_fp8(q, k, v)
@@ -56,13 +56,17 @@ def row_max_moves(q, k, v, *, top: int | None = None, headroom: float = 0.0, sca
         qk = (q_row * k_tile[:, :, tile : tile + 1]).double()
         s_raw = torch.matmul(q8, k8[:, :, start : start + TILE_N].transpose(-1, -2)).double()
         tile_max = (s_raw * qk.unsqueeze(-1)).to(torch.float32).amax(dim=-1).double()
-        if top is None:
-            fire = tile_max > m
+        if headroom is not None:
+            _, m_new, fire = reference.headroom_codes(s_raw.float(), qk.float(), m.float(), headroom)
+            m = m_new.double()
         else:
-            # the stale reference's largest code
-            t = reference.direct_p_t(s_raw, qk, m)
-            fire = torch.isinf(m) | (torch.round(t.amax(dim=-1)).double() > top)
-        m = torch.where(fire, torch.maximum(m, tile_max) + headroom, m)
+            if top is None:
+                fire = tile_max > m
+            else:
+                # the stale reference's largest code
+                t = reference.direct_p_t(s_raw, qk, m)
+                fire = torch.isinf(m) | (torch.round(t.amax(dim=-1)).double() > top)
+            m = torch.where(fire, torch.maximum(m, tile_max), m)
         triggers.append(fire)
     fired = torch.stack(triggers, dim=-1)  # (B, H, Sq, tiles)
     out = {"tiles": fired.shape[-1], "rows": sq, "row_rate": fired.double().mean().item()}
@@ -74,8 +78,8 @@ def row_max_moves(q, k, v, *, top: int | None = None, headroom: float = 0.0, sca
 
 
 def headroom_error(q, k, v, headroom: float, *, rows: int | None = None) -> dict:
-    """Relative L2 error of direct-p with a refreshed reference of tile max + headroom, against
-    exact attention and against today's direct-p (headroom 0), over the first `rows` query rows."""
+    """Relative L2 error of direct-p under the headroom rule against exact attention and against
+    today's direct-p, over the first `rows` query rows."""
     from .metrics import rel_l2
 
     if rows is not None:
