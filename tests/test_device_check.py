@@ -216,3 +216,21 @@ def test_non_finite_input_cases_pass_only_when_the_kernel_path_raises(monkeypatc
     rows = D.run(_non_finite_cases("triton"), "cpu")["cases"]
     assert len(rows) == 6
     assert {r["status"] for r in rows} == ({"FAIL"} if skip_check else {"ok"}), [r.get("detail") for r in rows]
+
+
+def test_a_headroom_config_is_checked_against_the_reference_under_its_rule():
+    """check --configs '[{"headroom": 16}]': the sm90 cases compare with reference.direct_p_headroom
+    (2 log2 units), the others with the mode's reference."""
+    from wan_fp4 import reference
+
+    g = torch.Generator().manual_seed(7)
+    q, k, v = (torch.randn(1, 300, 2, 64, generator=g) for _ in range(3))
+    case = next(c for c in D.cases("full", ["sm90-cute"], configs=[{"headroom": 16}])
+                if c.probe == "attention" and c.options.get("config") == {"headroom": 16})
+    out, lse = D.case_reference(q, k, v, case)
+    want, want_lse = reference.direct_p_headroom(q, k, v, 2.0)
+    assert torch.equal(out, want) and torch.equal(lse, want_lse)
+    today = reference.attention(q, k, v, "direct-p")
+    assert not torch.equal(out, today)
+    plain = next(c for c in D.cases("full", ["sm90-cute"]) if c.probe == "attention" and c.mode == "direct-p")
+    assert torch.equal(D.case_reference(q, k, v, plain)[0], today)

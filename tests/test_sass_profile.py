@@ -226,3 +226,20 @@ def test_fold_4_runs_four_tiles_per_iteration_and_promotes_half_as_often(mode, h
         assert new.steady_counts.get(cls, 0) == 2 * old.steady_counts.get(cls, 0), cls
     if mode == "direct-p":
         assert prof["spill_instrs"] == 0 and prof["resources"]["local"] == 0 and prof["resources"]["stack"] == 0
+
+
+def test_headroom_leaves_no_row_max_in_the_steady_loop():
+    """headroom (codes held, reference.headroom_codes): the steady loop has no FMNMX and no
+    shuffle, the check is HMNMX2 over the pack's f16x2 words, the move sits in skipped blocks; no
+    spills."""
+    if importlib.util.find_spec("cutlass") is None:
+        pytest.skip("nvidia-cutlass-dsl is not installed")
+    if sp.find_cuobjdump() is None:
+        pytest.skip("no cuobjdump (CUDA toolkit or triton) to disassemble the cubin")
+    base = sp.profile("direct-p", 128)["loop"].steady_counts
+    prof = sp.profile("direct-p", 128, headroom=24)
+    new, n = prof["loop"].steady_counts, prof["tiles_per_iteration"]
+    assert prof["spill_instrs"] == 0
+    assert base["FMNMX"] == n * 68 and new.get("FMNMX", 0) == 0 and new.get("SHFL", 0) == 0
+    assert new["FFMA"] == base["FFMA"] and new["F2F/F2FP/I2F"] == base["F2F/F2FP/I2F"]
+    assert sum(new.values()) < sum(base.values()) - n * 40

@@ -665,3 +665,22 @@ def test_build_prebuilt_makes_each_variant_at_each_head_dim_in_the_modes_it_appl
                      "wanfp4_sm90_directp_d128" + three, "wanfp4_sm90_directp_d64" + three]
     assert [e[0] for e in script.sm90_variant_entries([{"stages": 3}])] == [
         "wanfp4_sm90_directp_d128_stages3", "wanfp4_sm90_fp8_d128_stages3"]
+
+
+def test_headroom_option_checks_with_hmnmx2_and_a_vote_and_is_refused_where_it_does_not_apply():
+    """headroom=C (codes): the pack's f16x2 words feed max.f16x2, one warp vote decides the
+    reference move; refused for fp8, without f16_bytes or overlap, with p_smem, or out of range."""
+    from wan_fp4.kernels.sm90 import aot
+    from wan_fp4.kernels.sm90.kernel import Sm90Attention
+
+    ptx = ptx_of(compile_kernel("direct-p", 128, headroom=24, options=KEEP))
+    assert ptx.count("max.f16x2") >= 31 and "vote.sync.any.pred" in ptx
+    assert not re.search(r"\b(ld|st)\.local", ptx)
+    assert aot.kernel_name("direct-p", 128, {"headroom": 24}) == "wanfp4_sm90_directp_d128_headroom24"
+    assert not sm90.applies("fp8", {"headroom": 24}) and sm90.applies("direct-p", {"headroom": 24})
+    for bad, match in [(dict(mode="fp8", headroom=8), "headroom needs"), (dict(f16_bytes=False, headroom=8), "headroom needs"),
+                       (dict(headroom=8, overlap=False, fold=1, intra=False), "headroom needs"),
+                       (dict(headroom=65), "headroom must be"), (dict(headroom=True), "headroom must be")]:
+        kw = {"mode": "direct-p", "f16_bytes": True, **bad}
+        with pytest.raises(ValueError, match=match):
+            Sm90Attention(kw.pop("mode"), 128, **kw)

@@ -238,6 +238,16 @@ def headroom_codes(s_raw, qk, m, headroom: float):
     return (t + shift.unsqueeze(-1)).to(f32), m_new, moved
 
 
+def direct_p_headroom(q, k, v, headroom: float, scale=None):
+    """Direct-P under the row-reference rule of `headroom_codes` (headroom in log2 units; the sm90
+    kernel's `headroom` option, in codes, is 8 times it): (out in q.dtype, natural-log LSE)."""
+    _check_shapes(q, k, v)
+    check_finite(q, k, v)
+    scale = default_scale(q.shape[-1]) if scale is None else float(scale)
+    out, lse = _fp8_attention(q, k, v, scale, True, headroom=float(headroom))
+    return out.to(q.dtype), lse
+
+
 def _fp8_attention(q, k, v, scale, direct_p, headroom=None):
     """headroom (direct-p, log2 units): None = the running max as the row reference, what every
     kernel implements; a number = the rule under study in `headroom_codes`."""

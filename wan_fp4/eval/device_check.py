@@ -34,7 +34,7 @@ import torch
 from .. import reference
 from ..kernels import registry
 from ..kernels.sm90.config import applies as sm90_applies
-from ..modes import AFFINE_GENERIC, FP4Params
+from ..modes import AFFINE_GENERIC, DIRECT_P_SLOPE, FP4Params
 from .metrics import max_abs, rel_l2
 
 SUITES = ("quick", "full", "large")
@@ -226,7 +226,7 @@ def probe_attention(case, ctx):
     idx = _rows(case, ctx.device)
     pick = (lambda t, dim: t) if idx is None else (lambda t, dim: t.index_select(dim, idx))
     qr, o, lo = pick(q, 1), pick(out, 1), pick(lse, 2)
-    ref, ref_lse = reference.attention(qr, k, v, case.mode, fp4=case.fp4, return_lse=True)
+    ref, ref_lse = case_reference(qr, k, v, case)
     exact = reference.attention(qr.float(), k.float(), v.float(), "bf16")
     finite = torch.isfinite(ref_lse)
     mx, ref_max = max_abs(o, ref), ref.double().abs().max().item()
@@ -243,6 +243,15 @@ def probe_attention(case, ctx):
               + "".join(f" {key}={val}" for key, val in extra.items())
               + f" | vs exact: kernel {m['kernel_vs_exact']:.4f} ref {m['reference_vs_exact']:.4f}")
     return m, detail
+
+
+def case_reference(q, k, v, case):
+    """(out, LSE) of the reference the case's kernel follows: the mode's, or for an sm90 config
+    with `headroom` (codes; 8 per log2 unit) the direct-p reference under that row-reference rule."""
+    codes = (case.options.get("config") or {}).get("headroom", 0)
+    if not codes:
+        return reference.attention(q, k, v, case.mode, fp4=case.fp4, return_lse=True)
+    return reference.direct_p_headroom(q, k, v, codes / DIRECT_P_SLOPE)
 
 
 def _outcome(fn):

@@ -46,8 +46,8 @@ from cutlass import Float32, Int32, const_expr
 from cutlass.cute.nvgpu import cpasync, warpgroup
 
 from ...modes import DIRECT_P_ONE, DIRECT_P_SLOPE, FP8_P_SCALE, LN2, TILE_N
-from .ptx import (ex2_approx, fma_f32, fma_sat_f32, lg2_approx, mul_f32, pack_e4m3x4, pack_f16_low_bytes,
-                  pack_low_bytes)
+from .ptx import (cvt_f16x2_relu, ex2_approx, fma_f32, fma_sat_f32, lg2_approx, low_bytes_of_halves, max_f16x2,
+                  mul_f32, pack_e4m3x4, pack_f16_low_bytes, pack_low_bytes)
 
 F8 = cutlass.Float8E4M3FN
 WG_M = 64  # query rows per consumer warp group
@@ -64,11 +64,12 @@ P_BARRIER = 1
 TURN_BARRIER = P_BARRIER + 3
 
 
-def _tree_max(vals):
-    """Max of a list as a balanced tree (plain Python at trace time: log2(n) dependent steps)."""
+def _tree_max(vals, op=None):
+    """Max (op: cute.arch.fmax unless given) of a list as a balanced tree (plain Python at trace
+    time: log2(n) dependent steps)."""
+    op = op or cute.arch.fmax
     while len(vals) > 1:
-        vals = [cute.arch.fmax(vals[i], vals[i + 1]) for i in range(0, len(vals) - 1, 2)] + (
-            [vals[-1]] if len(vals) % 2 else [])
+        vals = [op(vals[i], vals[i + 1]) for i in range(0, len(vals) - 1, 2)] + ([vals[-1]] if len(vals) % 2 else [])
     return vals[0]
 
 
@@ -94,7 +95,7 @@ class Regs(NamedTuple):
 class Sm90Attention:
     def __init__(self, mode: str, head_dim: int, n_wg: int = 2, stages: int = 2, overlap: bool = True,
                  pingpong: int = 0, fold: int = 1, intra: bool = False, f16_bytes: bool = False,
-                 p_smem: bool = False, cluster: int = 1):
+                 p_smem: bool = False, cluster: int = 1, headroom: int = 0):
         if mode not in ("direct-p", "fp8"):
             raise ValueError(f"mode must be 'direct-p' or 'fp8', got {mode!r}")
         if head_dim not in (64, 128):
@@ -136,6 +137,16 @@ class Sm90Attention:
         # CTAs released it. Q stays per CTA.
         if cluster not in (1, 2):
             raise ValueError(f"cluster must be 1 or 2, got {cluster!r}")
+        # headroom (in codes, 8 per log2 unit; 0 = the running max, today's numerics): the row
+        # reference rule of reference.headroom_codes. After the first tile the codes are made with
+        # the reference held, without the tile's row max; the pack checks (HMNMX2 over its f16x2
+        # words) whether some code passed 120, and only then a warp moves its rows' references.
+        if isinstance(headroom, bool) or not isinstance(headroom, int) or not 0 <= headroom <= 64:
+            raise ValueError(f"headroom must be an int of codes in [0, 64], got {headroom!r}")
+        if headroom and not (mode == "direct-p" and f16_bytes and overlap and not p_smem):
+            raise ValueError(f"headroom needs mode 'direct-p' with f16_bytes, overlap and no p_smem, got mode "
+                             f"{mode!r} f16_bytes={f16_bytes} overlap={overlap} p_smem={p_smem}")
+        self.headroom = int(headroom)
         self.mode = mode
         self.cluster = int(cluster)
         self.direct = mode == "direct-p"
@@ -445,7 +456,7 @@ class Sm90Attention:
             warpgroup.wait_group(0)
             self.hand_over(wgc, True)
             hk.release()
-            self.softmax(regs, 0, n_tiles, s_kv, sqc * mSk[0, (hh, bb)], quad)
+            self.softmax(regs, 0, n_tiles, s_kv, sqc * mSk[0, (hh, bb)], quad, True)
             self.merge(regs, False)
             args = (mma_qk, mma_pv, regs, wgc, n_tiles, s_kv, sqc, mSk, hh, bb, quad)
             # the loop's pipeline waits stay in this body (their state is loop-carried here)
@@ -735,16 +746,17 @@ class Sm90Attention:
                             acc_t[cc + 2 * hf + 4 * j] = acc_t[cc + 2 * hf + 4 * j] * alpha_r[hf]
 
     @cute.jit
-    def softmax(self, regs, n, n_tiles, s_kv, qk, quad):
-        """Scores of tile n -> online max, alpha, and the P bytes in the A-operand registers."""
-        self.codes(regs, n, n_tiles, s_kv, qk, quad)
+    def softmax(self, regs, n, n_tiles, s_kv, qk, quad, first=False):
+        """Scores of tile n -> online max, alpha, and the P bytes in the A-operand registers.
+        first (compile-time): the first key tile (headroom takes its row max)."""
+        self.codes(regs, n, n_tiles, s_kv, qk, quad, first)
         self.pack(regs)
 
     @cute.jit
-    def codes(self, regs, n, n_tiles, s_kv, qk, quad):
+    def codes(self, regs, n, n_tiles, s_kv, qk, quad, first=False):
         """Scores of tile n (in acc_s) -> online max, alpha, and each score's P code in place:
         direct-p a float whose low mantissa byte is the E4M3 byte (f16_bytes: t * 2^-24), fp8 the
-        value 256 p.
+        value 256 p. With headroom, after the first tile: the reference held, no max (pack checks).
         qk = sq * sk * c of this tile (exact product of powers of two and c)."""
         acc_s, m_run, l_run, alpha_r = regs.acc_s, regs.m_run, regs.l_run, regs.alpha_r
         if n == n_tiles - 1:
@@ -755,18 +767,24 @@ class Sm90Attention:
                         for hf in cutlass.range_constexpr(2):
                             acc_s[cc + 2 * hf + 4 * j] = -Float32.inf
         for hf in cutlass.range_constexpr(2):
-            # row max of the raw scores, as a tree (short dependency chains)
-            mx = _tree_max([acc_s[cc + 2 * hf + 4 * j] for j in range(TILE_N // 8) for cc in range(2)])
-            mx = cute.arch.fmax(mx, cute.arch.shuffle_sync_bfly(mx, offset=1))
-            mx = cute.arch.fmax(mx, cute.arch.shuffle_sync_bfly(mx, offset=2))
-            m_old = m_run[hf]
-            # max of fl(s * qk) = fl(max(s) * qk): qk > 0 and rounding is monotone
-            m_new = cute.arch.fmax(m_old, mul_f32(mx, qk))
-            alpha_r[hf] = Float32(1.0)  # exactly 1 when the row max did not move
-            if m_new > m_old:
-                alpha_r[hf] = ex2_approx(m_old - m_new)
-                l_run[hf] = l_run[hf] * alpha_r[hf]
-            m_run[hf] = m_new
+            if const_expr(self.headroom and not first):
+                m_new = m_run[hf]
+                alpha_r[hf] = Float32(1.0)  # pack's check moves the reference when it must
+            else:
+                # row max of the raw scores, as a tree (short dependency chains)
+                mx = _tree_max([acc_s[cc + 2 * hf + 4 * j] for j in range(TILE_N // 8) for cc in range(2)])
+                mx = cute.arch.fmax(mx, cute.arch.shuffle_sync_bfly(mx, offset=1))
+                mx = cute.arch.fmax(mx, cute.arch.shuffle_sync_bfly(mx, offset=2))
+                m_old = m_run[hf]
+                # max of fl(s * qk) = fl(max(s) * qk): qk > 0 and rounding is monotone
+                m_new = cute.arch.fmax(m_old, mul_f32(mx, qk))
+                if const_expr(self.headroom):  # the first tile: its max + headroom
+                    m_new = fma_f32(m_new, 1.0, self.headroom / DIRECT_P_SLOPE)
+                alpha_r[hf] = Float32(1.0)  # exactly 1 when the row max did not move
+                if m_new > m_old:
+                    alpha_r[hf] = ex2_approx(m_old - m_new)
+                    l_run[hf] = l_run[hf] * alpha_r[hf]
+                m_run[hf] = m_new
             if const_expr(self.direct):
                 # NUMERICS: t = fma(s_raw, 8 qk, bias), bias = fl(120 - 8 m), byte = clamp(rne(t), 0, 120).
                 # Computed 2^-7 scaled (exact: powers of two commute with rounding for normal
@@ -808,6 +826,9 @@ class Sm90Attention:
         """The codes in acc_s -> E4M3 bytes in the PV wgmma's A registers (register order; the
         keys' order is SIGMA, matched by V^T's layout)."""
         acc_s, r_p32 = regs.acc_s, regs.r_p32
+        if const_expr(self.headroom):
+            self.pack_checked(regs)
+            return
         for hf in cutlass.range_constexpr(2):
             for kb in cutlass.range_constexpr(TILE_N // 32):
                 for g in cutlass.range_constexpr(2):
@@ -818,3 +839,50 @@ class Sm90Attention:
                         r_p32[(0, hf, g), 0, kb] = pack_low_bytes(v[0], v[1], v[2], v[3])
                     else:
                         r_p32[(0, hf, g), 0, kb] = pack_e4m3x4(v[0], v[1], v[2], v[3])
+
+    @cute.jit
+    def pack_half(self, regs, hf):
+        """Row half hf's codes -> its P words (f16_bytes); returns the max.f16x2 of its f16 words."""
+        acc_s, r_p32 = regs.acc_s, regs.r_p32
+        tops = []
+        for kb in cutlass.range_constexpr(TILE_N // 32):
+            for g in cutlass.range_constexpr(2):
+                v = [acc_s[a % 2 + 2 * hf + 4 * (4 * kb + 2 * g + a // 2)] for a in range(4)]
+                lo = cvt_f16x2_relu(v[0], v[1])
+                hi = cvt_f16x2_relu(v[2], v[3])
+                r_p32[(0, hf, g), 0, kb] = low_bytes_of_halves(lo, hi)
+                tops.append(max_f16x2(lo, hi))
+        return _tree_max(tops, max_f16x2)
+
+    @cute.jit
+    def pack_checked(self, regs):
+        """headroom's pack: the P words, and whether some code of the warp's rows passed 120 (an
+        f16 subnormal's bits are its integer code); if so, move_reference."""
+        top = max_f16x2(self.pack_half(regs, 0), self.pack_half(regs, 1))
+        passed = ((top & 0xFFFF) > DIRECT_P_ONE) | (((top >> 16) & 0xFFFF) > DIRECT_P_ONE)
+        if cute.arch.vote_any_sync(passed):
+            self.move_reference(regs)
+
+    @cute.jit
+    def move_reference(self, regs):
+        """reference.headroom_codes for the rows whose largest code rounds above 120: the reference
+        moves so that code lands at 120 - headroom, the row's codes (t * 2^-24) by one add."""
+        acc_s, m_run, l_run, alpha_r = regs.acc_s, regs.m_run, regs.l_run, regs.alpha_r
+        for hf in cutlass.range_constexpr(2):
+            tm = _tree_max([acc_s[cc + 2 * hf + 4 * j] for j in range(TILE_N // 8) for cc in range(2)])
+            tm = cute.arch.fmax(tm, cute.arch.shuffle_sync_bfly(tm, offset=1))
+            tm = cute.arch.fmax(tm, cute.arch.shuffle_sync_bfly(tm, offset=2))
+            t_max = tm * (1.0 / F16_UNIT)  # exact: a power of two
+            if t_max > DIRECT_P_ONE + 0.5:  # rne(t_max) > 120 (120.5 rounds to 120)
+                m_old = m_run[hf]
+                step = mul_f32(fma_f32(t_max, 1.0, -float(DIRECT_P_ONE)), 1.0 / DIRECT_P_SLOPE)
+                m_new = fma_f32(fma_f32(m_old, 1.0, step), 1.0, self.headroom / DIRECT_P_SLOPE)
+                shift_s = mul_f32(fma_f32(m_new, -1.0, m_old), DIRECT_P_SLOPE * F16_UNIT)
+                alpha_r[hf] = ex2_approx(m_old - m_new)
+                l_run[hf] = l_run[hf] * alpha_r[hf]
+                m_run[hf] = m_new
+                for j in cutlass.range_constexpr(TILE_N // 8):
+                    for cc in cutlass.range_constexpr(2):
+                        i = cc + 2 * hf + 4 * j
+                        acc_s[i] = fma_f32(shift_s, 1.0, acc_s[i])
+                self.pack_half(regs, hf)

@@ -99,3 +99,24 @@ def pack_e4m3x4(a, b, c, d, *, loc=None, ip=None) -> Int32:
         "mov.b32 $0, {lo, hi}; }"
     )
     return _pack4((a, b, c, d), text, loc, ip)
+
+
+@dsl_user_op
+def cvt_f16x2_relu(a, b, *, loc=None, ip=None) -> Int32:
+    """cvt.rn.relu.f16x2.f32: a in the low half, b in the high (1 F2FP)."""
+    vals = [Float32(x).ir_value(loc=loc, ip=ip) for x in (a, b)]
+    return Int32(_asm(T.i32(), vals, "cvt.rn.relu.f16x2.f32 $0, $2, $1;", "=r,f,f"))
+
+
+@dsl_user_op
+def low_bytes_of_halves(lo, hi, *, loc=None, ip=None) -> Int32:
+    """The low byte of each 16-bit half of lo and hi, packed low-to-high (1 PRMT)."""
+    vals = [Int32(x).ir_value(loc=loc, ip=ip) for x in (lo, hi)]
+    return Int32(_asm(T.i32(), vals, "prmt.b32 $0, $1, $2, 0x6420;", "=r,r,r"))
+
+
+@dsl_user_op
+def max_f16x2(a, b, *, loc=None, ip=None) -> Int32:
+    """max.f16x2 of two packed words (1 HMNMX2)."""
+    vals = [Int32(x).ir_value(loc=loc, ip=ip) for x in (a, b)]
+    return Int32(_asm(T.i32(), vals, "max.f16x2 $0, $1, $2;", "=r,r,r"))
