@@ -216,7 +216,8 @@ def direct_p_bytes(t: torch.Tensor) -> torch.Tensor:
 
 def headroom_codes(s_raw, qk, m, headroom: float):
     """One key tile of direct-p under a row-reference rule being studied (docs/SM90_GEN2.md, item
-    12; no kernel implements it yet): the codes need not wait for the tile's row max.
+    12; the sm90 kernel's off-by-default option `headroom`): the codes need not wait for the tile's
+    row max.
 
     A row with a reference m makes its codes with it, t = direct_p_t(s_raw, qk, m). If its largest
     code rounds above 120, the reference moves to where that code lands at 120 - 8 headroom:

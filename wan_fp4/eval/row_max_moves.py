@@ -55,11 +55,11 @@ def row_max_moves(q, k, v, *, top: int | None = None, headroom: float | None = N
     for tile, start in enumerate(range(0, skv, TILE_N)):
         qk = (q_row * k_tile[:, :, tile : tile + 1]).double()
         s_raw = torch.matmul(q8, k8[:, :, start : start + TILE_N].transpose(-1, -2)).double()
-        tile_max = (s_raw * qk.unsqueeze(-1)).to(torch.float32).amax(dim=-1).double()
         if headroom is not None:
             _, m_new, fire = reference.headroom_codes(s_raw.float(), qk.float(), m.float(), headroom)
             m = m_new.double()
         else:
+            tile_max = (s_raw * qk.unsqueeze(-1)).to(torch.float32).amax(dim=-1).double()
             if top is None:
                 fire = tile_max > m
             else:

@@ -73,6 +73,14 @@ def _tree_max(vals, op=None):
     return vals[0]
 
 
+def _row_half_max(acc_s, hf):
+    """Max of row half hf's values in acc_s (scores, or codes) over its whole row: the thread's 32
+    as a tree, then across the quad of threads that share the row (two butterfly shuffles)."""
+    mx = _tree_max([acc_s[cc + 2 * hf + 4 * j] for j in range(TILE_N // 8) for cc in range(2)])
+    mx = cute.arch.fmax(mx, cute.arch.shuffle_sync_bfly(mx, offset=1))
+    return cute.arch.fmax(mx, cute.arch.shuffle_sync_bfly(mx, offset=2))
+
+
 class Regs(NamedTuple):
     """A consumer warp group's register tensors, handed to the per-tile helpers by name."""
 
@@ -771,10 +779,7 @@ class Sm90Attention:
                 m_new = m_run[hf]
                 alpha_r[hf] = Float32(1.0)  # pack's check moves the reference when it must
             else:
-                # row max of the raw scores, as a tree (short dependency chains)
-                mx = _tree_max([acc_s[cc + 2 * hf + 4 * j] for j in range(TILE_N // 8) for cc in range(2)])
-                mx = cute.arch.fmax(mx, cute.arch.shuffle_sync_bfly(mx, offset=1))
-                mx = cute.arch.fmax(mx, cute.arch.shuffle_sync_bfly(mx, offset=2))
+                mx = _row_half_max(acc_s, hf)  # row max of the raw scores
                 m_old = m_run[hf]
                 # max of fl(s * qk) = fl(max(s) * qk): qk > 0 and rounding is monotone
                 m_new = cute.arch.fmax(m_old, mul_f32(mx, qk))
@@ -869,10 +874,7 @@ class Sm90Attention:
         moves so that code lands at 120 - headroom, the row's codes (t * 2^-24) by one add."""
         acc_s, m_run, l_run, alpha_r = regs.acc_s, regs.m_run, regs.l_run, regs.alpha_r
         for hf in cutlass.range_constexpr(2):
-            tm = _tree_max([acc_s[cc + 2 * hf + 4 * j] for j in range(TILE_N // 8) for cc in range(2)])
-            tm = cute.arch.fmax(tm, cute.arch.shuffle_sync_bfly(tm, offset=1))
-            tm = cute.arch.fmax(tm, cute.arch.shuffle_sync_bfly(tm, offset=2))
-            t_max = tm * (1.0 / F16_UNIT)  # exact: a power of two
+            t_max = _row_half_max(acc_s, hf) * (1.0 / F16_UNIT)  # exact: a power of two
             if t_max > DIRECT_P_ONE + 0.5:  # rne(t_max) > 120 (120.5 rounds to 120)
                 m_old = m_run[hf]
                 step = mul_f32(fma_f32(t_max, 1.0, -float(DIRECT_P_ONE)), 1.0 / DIRECT_P_SLOPE)
