@@ -63,3 +63,17 @@ def test_sm90_configs_and_prebuilt_dir_are_parsed(monkeypatch, tmp_path):
     assert seen["args"].sm90_configs == [{"f16_bytes": True}] and seen["args"].prebuilt_dir == tmp_path
     with pytest.raises(SystemExit):
         B.main(["--sm90-configs", "[1]"])
+
+
+def test_qk_gain_is_checked_and_named_in_the_table(monkeypatch):
+    seen = _spy_on_arguments(monkeypatch)
+    assert B.main(["--qk-gain", "2.449"]) == 2
+    assert seen["args"].qk_gain == pytest.approx(2.449)
+    for bad in ("0", "-1", "nan", "inf"):
+        with pytest.raises(SystemExit):
+            B.main(["--qk-gain", bad])
+    results = {"shapes": [{"shape": [1, 12, 32760, 128], "qk_gain": 2.449,
+                           "kernels": {"k": {"ms": 1.0, "tflops": 9.0}}},
+                          {"shape": [1, 12, 32760, 128], "kernels": {"k": {"ms": 1.0, "tflops": 9.0}}}]}
+    head = B.markdown_table(results).splitlines()[0]
+    assert head == "| kernel | B1 H12 S32760 D128 (q, k x2.45) | B1 H12 S32760 D128 |"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import platform
 import sys
 import time
@@ -65,6 +66,9 @@ def main(argv=None):
                     help=f"time B1 H40 D128 at S = {', '.join(map(str, LENGTH_SWEEP))} instead of --shapes")
     ap.add_argument("--modes", nargs="+", default=["direct-p", "fp8"], choices=wan_fp4.MODES[1:])
     ap.add_argument("--peers", nargs="*", default=list(PEER_LABELS))
+    ap.add_argument("--qk-gain", type=float, default=1.0,
+                    help="multiply q and k by this (6 ** 0.5: logits of std ~6, peaky attention, where a "
+                         "row's maximum keeps rising); default 1: N(0,1) inputs")
     ap.add_argument("--check-rows", type=int, default=256, help="query rows checked against the reference")
     ap.add_argument("--rep-ms", type=int, default=1500)
     ap.add_argument("--json", type=Path, default=None)
@@ -73,6 +77,8 @@ def main(argv=None):
                     help="also time the sm90 kernel's parts per call: pre-pass, kernel launch alone, whole call")
     args = ap.parse_args(argv)
     check_sm90_variant_args(ap, args)
+    if not (args.qk_gain > 0 and math.isfinite(args.qk_gain)):
+        ap.error(f"--qk-gain must be a positive finite number, got {args.qk_gain}")
     if args.length_sweep:
         args.shapes = [(1, 40, length, 128) for length in LENGTH_SWEEP]
     if not torch.cuda.is_available():
@@ -92,7 +98,9 @@ def main(argv=None):
     for b, h, s, d in args.shapes:
         torch.manual_seed(s + h)
         q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-        entry = {"shape": [b, h, s, d], "kernels": {}}
+        if args.qk_gain != 1.0:
+            q, k = ((t.float() * args.qk_gain).bfloat16() for t in (q, k))
+        entry = {"shape": [b, h, s, d], "qk_gain": args.qk_gain, "kernels": {}}
         kernels = {}
         for mode in args.modes:
             for name in OUR_KERNELS:
@@ -224,7 +232,9 @@ def markdown_table(results):
     labels = []
     for e in shapes:
         labels += [k for k in e["kernels"] if k not in labels]
-    head = "| kernel | " + " | ".join("B{} H{} S{} D{}".format(*e["shape"]) for e in shapes) + " |"
+    head = "| kernel | " + " | ".join("B{} H{} S{} D{}".format(*e["shape"])
+                                      + (f" (q, k x{e['qk_gain']:.3g})" if e.get("qk_gain", 1.0) != 1.0 else "")
+                                      for e in shapes) + " |"
     lines = [head, "|---" * (len(shapes) + 1) + "|"]
     # a kernel that ran at no shape gets one line under the table, not a row of n/a cells
     idle = [label for label in labels if not any("tflops" in e["kernels"].get(label, {}) for e in shapes)]
