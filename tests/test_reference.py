@@ -127,8 +127,9 @@ def test_key_chunks_merge_through_lse(mode):
 
 
 def test_direct_p_bytes_rne_and_clamp():
-    t = torch.tensor([-3.0, 0.5, 1.5, 2.5, 7.49, 119.5, 120.0, 130.0])
-    assert reference.direct_p_bytes(t).tolist() == [0, 0, 2, 2, 7, 120, 120, 120]
+    t = torch.tensor([-3.0, 0.5, 1.5, 2.5, 7.49, 119.5, 120.0, 125.5, 126.4, 130.0])
+    # up to 126 (448, E4M3's largest finite value) a code is a byte; above, a guard clamp
+    assert reference.direct_p_bytes(t).tolist() == [0, 0, 2, 2, 7, 120, 120, 126, 126, 126]
 
 
 def test_direct_p_map_is_mitchell_on_the_e4m3_grid():

@@ -48,12 +48,12 @@ def test_top_outside_the_codes_is_refused():
         row_max_moves(q, k, v, top=127)
 
 
-def test_headroom_refreshes_when_a_code_passes_120_and_lands_the_max_below_it():
+def test_headroom_refreshes_when_a_code_passes_126_and_lands_the_max_below_it():
     # rises of 0.51 log2 units (about 4.1 codes) per tile; headroom 1 puts a refreshed row's largest
-    # code at 112: 116.1 on the next tile, 120.2 (rounds to 120, kept) on the one after, 124.2
-    # (refresh) on the third: tiles 0, 3 and 6 trigger
+    # code at 112: 116.1, 120.2 and 124.3 on the next three tiles (kept: E4M3 holds codes up to
+    # 126), 128.4 on the fourth (refresh, back to 112), then 116.1 and 120.2: tiles 0 and 4 trigger
     q, k, v = _ramp(7, 3.92)
-    assert row_max_moves(q, k, v, headroom=1.0)["row_rate"] == pytest.approx(3 / 7)
+    assert row_max_moves(q, k, v, headroom=1.0)["row_rate"] == pytest.approx(2 / 7)
     with pytest.raises(ValueError, match="headroom must be"):
         row_max_moves(q, k, v, headroom=-1.0)
     with pytest.raises(ValueError, match="replaces top"):
@@ -78,20 +78,41 @@ def test_headroom_codes_follow_the_rule_row_by_row():
     assert torch.round(t[1].amax()) < 120
 
 
-def test_headroom_error_is_close_to_todays_direct_p():
+def test_headroom_error_is_close_to_the_running_max():
     g = torch.Generator().manual_seed(3)
     q, k, v = (torch.randn(1, 300, 2, 64, generator=g) for _ in range(3))
     two = headroom_error(q, k, v, 2.0, rows=130)
-    # other rounding of the codes, no worse against exact attention than today's
-    assert 0.0 < two["vs_today"] < 0.06 and two["vs_exact"] < 1.1 * two["today_vs_exact"]
+    # other rounding of the codes, about as close to exact attention as the running max
+    assert 0.0 < two["vs_running_max"] < 0.06 and two["vs_exact"] < 1.1 * two["running_max_vs_exact"]
 
 
-def test_the_reference_takes_headroom_for_direct_p_only_and_none_is_today():
+def test_direct_p_is_the_headroom_rule_and_none_is_the_running_max():
     from wan_fp4 import reference
+    from wan_fp4.modes import DIRECT_P_HEADROOM, DIRECT_P_SLOPE
 
     g = torch.Generator().manual_seed(4)
     q, k, v = (torch.randn(1, 200, 1, 64, generator=g) for _ in range(3))
-    today = reference.attention(q, k, v, "direct-p")
-    assert torch.equal(reference._fp8_attention(q, k, v, 0.125, True)[0].to(today.dtype), today)
+    direct_p = reference.attention(q, k, v, "direct-p")
+    rule = reference._fp8_attention(q, k, v, 0.125, True, DIRECT_P_HEADROOM / DIRECT_P_SLOPE)[0]
+    assert torch.equal(rule.to(direct_p.dtype), direct_p)
+    running = reference.direct_p_headroom(q, k, v, None)[0]
+    assert torch.equal(reference._fp8_attention(q, k, v, 0.125, True, None)[0].to(running.dtype), running)
+    assert not torch.equal(running, direct_p)  # the codes round differently
     with pytest.raises(ValueError, match="headroom applies to direct-p only"):
         reference._fp8_attention(q, k, v, 0.125, False, headroom=1.0)
+
+
+def test_input_families_are_the_five_named_ones_and_keep_the_shapes():
+    from wan_fp4.eval.row_max_moves import input_families
+
+    g = torch.Generator().manual_seed(6)
+    q, k = (torch.randn(1, 50, 2, 64, generator=g) for _ in range(2))
+    fams = input_families(q, k, generator=g)
+    assert list(fams) == ["N(0,1)", "logit std ~6", "channel outliers", "large mean on K", "huge logits"]
+    for qq, kk in fams.values():
+        assert qq.shape == q.shape and kk.shape == k.shape
+    # four channels of q and k twenty times larger, the same four in both
+    ratio = torch.round(fams["channel outliers"][0] / q)
+    assert sorted(set(ratio.flatten().tolist())) == [1.0, 20.0]
+    assert torch.equal(torch.round(fams["channel outliers"][1] / k), ratio)
+    assert int((ratio[0, 0, 0] == 20.0).sum()) == 4

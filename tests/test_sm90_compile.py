@@ -130,15 +130,15 @@ def _sass(tmp_path, **cfg) -> str:
     return run.stdout
 
 
-@pytest.mark.parametrize("f16_bytes", [True, False])
-def test_sass_direct_p_keeps_everything_in_registers(tmp_path, f16_bytes):
-    assert not re.search(r"\b(STL|LDL)\b", _sass(tmp_path, f16_bytes=f16_bytes)), "register spills"
+@pytest.mark.parametrize("cfg", [{}, {"headroom": 0}, {"f16_bytes": False, "headroom": 0}])
+def test_sass_direct_p_keeps_everything_in_registers(tmp_path, cfg):
+    assert not re.search(r"\b(STL|LDL)\b", _sass(tmp_path, **cfg)), "register spills"
 
 
 def test_sass_direct_p_fp32_bytes_are_one_ffma_sat_per_score(tmp_path):
     """Without f16_bytes the P byte is FFMA.SAT (score scale folded in, clamp at 0 by .sat) + FADD
     + PRMT: one FFMA.SAT per score per softmax copy."""
-    sass = _sass(tmp_path, f16_bytes=False)
+    sass = _sass(tmp_path, f16_bytes=False, headroom=0)
     n_sat = sass.count("FFMA.SAT")
     assert n_sat > 0 and n_sat % 64 == 0  # 64 scores per thread per tile, per softmax copy
     assert sass.count("FADD") >= n_sat  # the magic-number add, one per score
@@ -225,7 +225,7 @@ def test_overlapped_schedule_visits_every_tile_once_with_its_fold_flags(fold):
 def test_f16_bytes_compiles_to_the_relu_f16_conversion_and_is_direct_p_only():
     ptx = ptx_of(compile_kernel("direct-p", 128, f16_bytes=True, options=KEEP))
     assert ptx.count("cvt.rn.relu.f16x2.f32") > 0 and "fma.rn.sat.f32" not in ptx
-    assert "cvt.rn.relu" not in ptx_of(compile_kernel("direct-p", 128, f16_bytes=False, options=KEEP))
+    assert "cvt.rn.relu" not in ptx_of(compile_kernel("direct-p", 128, f16_bytes=False, headroom=0, options=KEEP))
     from wan_fp4.kernels.sm90.kernel import Sm90Attention
 
     with pytest.raises(ValueError, match="f16_bytes applies to mode 'direct-p' only"):
@@ -373,10 +373,12 @@ def test_prebuilt_names_carry_the_options_that_differ_from_the_mode_default():
     assert aot.kernel_name("direct-p", 64, {"pingpong": True, "stages": 3}) == "wanfp4_sm90_directp_d64_pingpong1_stages3"
     assert sm90.default_config("direct-p")["f16_bytes"] and not sm90.default_config("fp8")["f16_bytes"]
     assert aot.kernel_name("direct-p", 128, {"f16_bytes": True}) == "wanfp4_sm90_directp_d128"
-    assert aot.kernel_name("direct-p", 128, {"f16_bytes": False}) == "wanfp4_sm90_directp_d128_f16_bytes0"
-    assert aot.kernel_name("direct-p", 128, sm90.THREE_WG) == "wanfp4_sm90_directp_d128_fold2_intra0_n_wg3_overlap0_p_smem1"
+    assert (aot.kernel_name("direct-p", 128, {"f16_bytes": False, "headroom": 0})
+            == "wanfp4_sm90_directp_d128_f16_bytes0_headroom0")
+    assert (aot.kernel_name("direct-p", 128, sm90.THREE_WG)
+            == "wanfp4_sm90_directp_d128_fold2_headroom0_intra0_n_wg3_overlap0_p_smem1")
     assert (aot.kernel_name("direct-p", 128, {**sm90.THREE_WG, "pingpong": 1})
-            == "wanfp4_sm90_directp_d128_fold2_intra0_n_wg3_overlap0_p_smem1_pingpong1")
+            == "wanfp4_sm90_directp_d128_fold2_headroom0_intra0_n_wg3_overlap0_p_smem1_pingpong1")
     assert aot.kernel_name("direct-p", 128, {"cluster": 2}) == "wanfp4_sm90_directp_d128_cluster2"
     assert aot.kernel_name("fp8", 64, {"cluster": 1}) == "wanfp4_sm90_fp8_d64"
 
@@ -659,7 +661,7 @@ def test_build_prebuilt_makes_each_variant_at_each_head_dim_in_the_modes_it_appl
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     names = [e[0] for e in script.sm90_variant_entries([{"cluster": 2}, sm90.THREE_WG], (128, 64))]
-    three = "_fold2_intra0_n_wg3_overlap0_p_smem1"
+    three = "_fold2_headroom0_intra0_n_wg3_overlap0_p_smem1"
     assert names == ["wanfp4_sm90_directp_d128_cluster2", "wanfp4_sm90_fp8_d128_cluster2",
                      "wanfp4_sm90_directp_d64_cluster2", "wanfp4_sm90_fp8_d64_cluster2",
                      "wanfp4_sm90_directp_d128" + three, "wanfp4_sm90_directp_d64" + three]
@@ -668,15 +670,21 @@ def test_build_prebuilt_makes_each_variant_at_each_head_dim_in_the_modes_it_appl
 
 
 def test_headroom_option_checks_with_hmnmx2_and_a_vote_and_is_refused_where_it_does_not_apply():
-    """headroom=C (codes): the pack's f16x2 words feed max.f16x2, one warp vote decides the
-    reference move; refused for fp8, without f16_bytes or overlap, with p_smem, or out of range."""
+    """headroom=C (codes; direct-p's default is DIRECT_P_HEADROOM): the pack's f16x2 words feed
+    max.f16x2, one warp vote decides the reference move; refused for fp8, without f16_bytes or
+    overlap, with p_smem, or out of range."""
     from wan_fp4.kernels.sm90 import aot
     from wan_fp4.kernels.sm90.kernel import Sm90Attention
+    from wan_fp4.modes import DIRECT_P_HEADROOM
 
-    ptx = ptx_of(compile_kernel("direct-p", 128, headroom=24, options=KEEP))
+    assert sm90.default_config("direct-p")["headroom"] == DIRECT_P_HEADROOM == 24
+    assert sm90.default_config("fp8")["headroom"] == 0
+    ptx = ptx_of(compile_kernel("direct-p", 128, options=KEEP))
     assert ptx.count("max.f16x2") >= 31 and "vote.sync.any.pred" in ptx
     assert not re.search(r"\b(ld|st)\.local", ptx)
-    assert aot.kernel_name("direct-p", 128, {"headroom": 24}) == "wanfp4_sm90_directp_d128_headroom24"
+    assert "max.f16x2" not in ptx_of(compile_kernel("direct-p", 128, headroom=0, options=KEEP))
+    assert aot.kernel_name("direct-p", 128, {"headroom": 24}) == "wanfp4_sm90_directp_d128"
+    assert aot.kernel_name("direct-p", 128, {"headroom": 0}) == "wanfp4_sm90_directp_d128_headroom0"
     assert not sm90.applies("fp8", {"headroom": 24}) and sm90.applies("direct-p", {"headroom": 24})
     for bad, match in [(dict(mode="fp8", headroom=8), "headroom needs"), (dict(f16_bytes=False, headroom=8), "headroom needs"),
                        (dict(headroom=8, overlap=False, fold=1, intra=False), "headroom needs"),

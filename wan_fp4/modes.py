@@ -26,13 +26,18 @@ E4M3_MAX = 448.0
 E4M3_ONE = 0x38  # the E4M3 byte of 1.0
 FP8_P_SCALE = 256.0  # fp8 mode feeds E4M3(256 * p) to the PV product
 
-# direct-p: byte = clamp(rne(8 x + 120), 0, 120), read as an E4M3 byte (~ 256 * 2^x).
+# direct-p: byte = rne(8 x + 120), read as an E4M3 byte (~ 256 * 2^x), x = (s - r) c against the
+# row's reference r (docs/NUMERICS.md, "Row reference"): r is set DIRECT_P_HEADROOM codes above the
+# row's max, and moved only when a code would pass DIRECT_P_TOP, so codes need no row max per tile.
 DIRECT_P_SLOPE = 8.0
 DIRECT_P_ONE = 120  # the E4M3 byte of 256.0
+DIRECT_P_TOP = 126  # the largest finite E4M3 byte (448.0)
+DIRECT_P_HEADROOM = 24  # codes (3 log2 units); chosen by measurement (docs/SM90_GEN2.md, item 12)
 
 # The largest |score| z = s * scale * log2(e) (log2 units) the FP8 modes take; larger inputs raise.
-# Both fold the score scale into one FMA against the rounded row max m = fl(max s * qk):
-# fp8 p = 2^fl(s qk - m), direct-p t = fma(s, 8 qk, fl(120 - 8 m)). The row max's own argument is
+# Both fold the score scale into one FMA against the row's reference m (fp8: the rounded row max
+# fl(max s * qk); direct-p: its row reference, within a few log2 units of that max):
+# fp8 p = 2^fl(s qk - m), direct-p t = fma(s, 8 qk, fl(120 - 8 m)). The reference's own argument is
 # then z's rounding error, up to ulp(m) / 2, which grows with m. Below 2^19 it is at most 2^-6:
 # fp8's largest p is within 1.1% of 1, and direct-p's t within 3/8 of a byte of 8 (z - m) + 120.
 # Beyond, fp8's 256 p saturates E4M3 from |m| ~ 2^24 (wrong rows) and overflows to inf from 2^31

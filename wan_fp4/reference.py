@@ -19,8 +19,10 @@ import torch
 
 from . import formats
 from .modes import (
+    DIRECT_P_HEADROOM,
     DIRECT_P_ONE,
     DIRECT_P_SLOPE,
+    DIRECT_P_TOP,
     E4M3_MAX,
     FP4_SCALE_SHIFT,
     FP8_P_SCALE,
@@ -60,7 +62,8 @@ def attention(q, k, v, mode="bf16", scale=None, *, fp4: FP4Params | None = None,
     if mode == "bf16":
         out, lse = _exact_attention(q, k, v, scale)
     elif mode in ("fp8", "direct-p"):
-        out, lse = _fp8_attention(q, k, v, scale, direct_p=(mode == "direct-p"))
+        direct_p = mode == "direct-p"
+        out, lse = _fp8_attention(q, k, v, scale, direct_p, DIRECT_P_HEADROOM / DIRECT_P_SLOPE if direct_p else None)
     else:
         out, lse = _fp4_attention(q, k, v, scale, fp4 or FP4Params())
     out = out.to(q.dtype)
@@ -210,48 +213,60 @@ def direct_p_t(s_raw: torch.Tensor, qk: torch.Tensor, m: torch.Tensor) -> torch.
 
 
 def direct_p_bytes(t: torch.Tensor) -> torch.Tensor:
-    """The Direct-P E4M3 byte of t = fl(8 z + 120 - 8 m): clamp(rne(t), 0, 120) as uint8."""
-    return torch.round(t.clamp(0.0, float(DIRECT_P_ONE))).to(torch.uint8)
+    """The Direct-P E4M3 byte of t = fl(8 z + 120 - 8 m): clamp(rne(t), 0, 126) as uint8 (the row
+    reference keeps rne(t) <= 126, E4M3's largest finite byte: the top clamp is a guard)."""
+    return torch.round(t.clamp(0.0, float(DIRECT_P_TOP))).to(torch.uint8)
 
 
 def headroom_codes(s_raw, qk, m, headroom: float):
-    """One key tile of direct-p under a row-reference rule being studied (docs/SM90_GEN2.md, item
-    12; the sm90 kernel's off-by-default option `headroom`): the codes need not wait for the tile's
-    row max.
+    """One key tile of direct-p's row-reference rule (docs/NUMERICS.md, "Row reference"): the codes
+    are made with the reference the row holds, so they need not wait for the tile's row max.
 
-    A row with a reference m makes its codes with it, t = direct_p_t(s_raw, qk, m). If its largest
-    code rounds above 120, the reference moves to where that code lands at 120 - 8 headroom:
-    m_new = fl(fl(m + fl(fl(t_max - 120) / 8)) + headroom), and its codes move with it by one FP32
-    add, t + fl(8 (m - m_new)) (as a kernel would move the codes it already holds). A row with no
-    reference yet (m = -inf, the first tile) takes its tile max + headroom and today's codes.
-    Returns (t, m_new, moved), all per row but t."""
+    A row with a reference m makes its codes with it, t = direct_p_t(s_raw, qk, m), rounded as the
+    kernels round them: c = rne16(t), the f16 value t * 2^-24 (relu; the integer rne(t) for
+    t < 2048). If its largest code c_max is above DIRECT_P_TOP (126, E4M3's largest finite byte),
+    the reference moves by k / 8 with k = c_max - (120 - 8 headroom), an integer, so that code
+    lands at 120 - 8 headroom: m_new = fl(m + k / 8), and its codes move with it, relu(c - k)
+    (exact; the sm90 kernel subtracts k from the f16 code words it holds in two exact steps). Codes
+    from t >= 2048 (a tile max 256 log2 units above the reference) carry f16's rounding of t into
+    the move; the max lands exactly. A row with no reference yet (m = -inf, the first tile) takes
+    its tile max + headroom.
+    headroom in log2 units (DIRECT_P_HEADROOM / 8 for direct-p). Returns (t, m_new, moved), all per
+    row but t; every code of t rounds to at most 126."""
     f32 = torch.float32
     first = torch.isinf(m)
     z_max = (s_raw * qk.unsqueeze(-1)).amax(dim=-1)
     held = torch.where(first, z_max + headroom, m)
     t = direct_p_t(s_raw, qk, held)
-    t_max = t.amax(dim=-1)
-    moved = first | (torch.round(t_max) > DIRECT_P_ONE)
-    step = ((t_max - DIRECT_P_ONE).to(f32) / DIRECT_P_SLOPE).to(f32)
-    refreshed = ((held + step).to(f32) + headroom).to(f32)
-    m_new = torch.where(moved & ~first, refreshed, held)
-    shift = (DIRECT_P_SLOPE * (held - m_new).to(f32)).to(f32)
-    return (t + shift.unsqueeze(-1)).to(f32), m_new, moved
+    c = _rne16(t.clamp(min=0.0))
+    c_max = c.amax(dim=-1)
+    moved = first | (c_max > DIRECT_P_TOP)
+    k = (c_max - (DIRECT_P_ONE - DIRECT_P_SLOPE * headroom)).to(f32)  # exact: integers below 2^24
+    m_new = torch.where(moved & ~first, (held.double() + k.double() / DIRECT_P_SLOPE).to(f32), held)
+    shifted = (c - k.unsqueeze(-1)).clamp(min=0.0)  # exact in FP32: both below 2^24, integers
+    return torch.where((moved & ~first).unsqueeze(-1), shifted, t), m_new, moved
 
 
-def direct_p_headroom(q, k, v, headroom: float, scale=None):
-    """Direct-P under the row-reference rule of `headroom_codes` (headroom in log2 units; the sm90
-    kernel's `headroom` option, in codes, is 8 times it): (out in q.dtype, natural-log LSE)."""
+def _rne16(t: torch.Tensor) -> torch.Tensor:
+    """t (an FP32 code count) rounded as its f16 value t * 2^-24 rounds (rne; exact integers below
+    2048), back in code units, float32."""
+    return (t * 2.0 ** -24).to(torch.float16).to(torch.float32) * 2.0 ** 24
+
+
+def direct_p_headroom(q, k, v, headroom: float | None, scale=None):
+    """Direct-P with another row reference: the rule of `headroom_codes` with this headroom (log2
+    units; the sm90 kernel's `headroom` option, in codes, is 8 times it), or with None the running
+    row max (the sm90 kernel's `headroom` 0). (out in q.dtype, natural-log LSE)."""
     _check_shapes(q, k, v)
     check_finite(q, k, v)
     scale = default_scale(q.shape[-1]) if scale is None else float(scale)
-    out, lse = _fp8_attention(q, k, v, scale, True, headroom=float(headroom))
+    out, lse = _fp8_attention(q, k, v, scale, True, None if headroom is None else float(headroom))
     return out.to(q.dtype), lse
 
 
 def _fp8_attention(q, k, v, scale, direct_p, headroom=None):
-    """headroom (direct-p, log2 units): None = the running max as the row reference, what every
-    kernel implements; a number = the rule under study in `headroom_codes`."""
+    """headroom (direct-p, log2 units): the row reference of `headroom_codes` (direct-p's:
+    DIRECT_P_HEADROOM / 8); None = the running row max (fp8's)."""
     if headroom is not None and not direct_p:
         raise ValueError("headroom applies to direct-p only")
     ops = quantize_fp8(q, k, v)

@@ -34,7 +34,7 @@ import torch
 from .. import reference
 from ..kernels import registry
 from ..kernels.sm90.config import applies as sm90_applies
-from ..modes import AFFINE_GENERIC, DIRECT_P_SLOPE, FP4Params
+from ..modes import AFFINE_GENERIC, DIRECT_P_HEADROOM, DIRECT_P_SLOPE, FP4Params
 from .metrics import max_abs, rel_l2
 
 SUITES = ("quick", "full", "large")
@@ -247,11 +247,12 @@ def probe_attention(case, ctx):
 
 def case_reference(q, k, v, case):
     """(out, LSE) of the reference the case's kernel follows: the mode's, or for an sm90 config
-    with `headroom` (codes; 8 per log2 unit) the direct-p reference under that row-reference rule."""
-    codes = (case.options.get("config") or {}).get("headroom", 0)
-    if not codes:
+    with another `headroom` (codes; 8 per log2 unit; 0 = the running max) the direct-p reference
+    under that row reference."""
+    codes = (case.options.get("config") or {}).get("headroom", DIRECT_P_HEADROOM)
+    if case.mode != "direct-p" or codes == DIRECT_P_HEADROOM:
         return reference.attention(q, k, v, case.mode, fp4=case.fp4, return_lse=True)
-    return reference.direct_p_headroom(q, k, v, codes / DIRECT_P_SLOPE)
+    return reference.direct_p_headroom(q, k, v, codes / DIRECT_P_SLOPE if codes else None)
 
 
 def _outcome(fn):

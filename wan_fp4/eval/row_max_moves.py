@@ -7,14 +7,16 @@ whole warp (16 query rows) and holds up its warp group's PV product (64 rows), s
 the share of tiles in which any row of such a group triggers. Two rules are counted on the
 quantised operands, tile by tile as the reference walks the keys:
 
-* exact (today's numerics): a row triggers whenever its running max moves (`m_new > m_old`);
+* exact (the running max, fp8's reference): a row triggers whenever its running max moves (`m_new > m_old`);
 * slack: the reference is kept until some code of the row, computed with the stale reference,
   rounds above `top` (an E4M3 byte: 120 is p = 1, 126 the largest finite code), a numerics change
   that would let codes run up to 2^((top - 120) / 8).
 
-* headroom (item 12): `reference.headroom_codes`, the reference moved only when a code made with
-  it rounds above 120, and then so that the largest lands at 120 - 8 headroom. `headroom_error`
-  gives what that rule costs in accuracy (the reference's direct-p under it).
+* headroom (item 12, direct-p's numerics with headroom DIRECT_P_HEADROOM / 8):
+  `reference.headroom_codes`, the reference moved only when a code made with it rounds above 126,
+  and then so that the largest lands at 120 - 8 headroom. `headroom_error` gives what that rule
+  costs in accuracy against exact attention and against the running max, on the input families
+  of `input_families`.
 """
 from __future__ import annotations
 
@@ -78,13 +80,30 @@ def row_max_moves(q, k, v, *, top: int | None = None, headroom: float | None = N
 
 
 def headroom_error(q, k, v, headroom: float, *, rows: int | None = None) -> dict:
-    """Relative L2 error of direct-p under the headroom rule against exact attention and against
-    today's direct-p, over the first `rows` query rows."""
+    """Relative L2 error of direct-p under the headroom rule against exact attention, and of
+    direct-p with the running row max as its reference (`running_max_vs_exact`; `vs_running_max`
+    between the two), over the first `rows` query rows."""
     from .metrics import rel_l2
 
     if rows is not None:
         q = q[:, :rows]
     exact = reference.attention(q.float(), k.float(), v.float(), "bf16")
-    today = reference.attention(q, k, v, "direct-p")
+    running = reference.direct_p_headroom(q, k, v, None)[0]
     out = reference.direct_p_headroom(q, k, v, headroom)[0]
-    return {"vs_exact": rel_l2(out, exact), "today_vs_exact": rel_l2(today, exact), "vs_today": rel_l2(out, today)}
+    return {"vs_exact": rel_l2(out, exact), "running_max_vs_exact": rel_l2(running, exact),
+            "vs_running_max": rel_l2(out, running)}
+
+
+def input_families(q, k, *, generator=None) -> dict:
+    """The attention inputs issue 16's accuracy target names, from N(0,1) q and k in (B, S, H, D):
+    the benchmarks' Gaussian scores, peaky attention (logits of std ~6), a few channels of Q and K
+    twenty times larger (the outliers of real activations), a large shared mean on K (what the
+    K mean-smoothing absorbs), and huge logits (std ~400, nearly one-hot rows, far inside the
+    score-range limit)."""
+    d = q.shape[-1]
+    outliers = torch.ones(d)
+    outliers[torch.randperm(d, generator=generator)[:4]] = 20.0
+    k_mean = 8.0 * torch.randn(d, generator=generator)
+    return {"N(0,1)": (q, k), "logit std ~6": (q * 6 ** 0.5, k * 6 ** 0.5),
+            "channel outliers": (q * outliers, k * outliers), "large mean on K": (q, k + k_mean),
+            "huge logits": (q * 20.0, k * 20.0)}

@@ -45,9 +45,10 @@ import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass import Float32, Int32, const_expr
 from cutlass.cute.nvgpu import cpasync, warpgroup
 
-from ...modes import DIRECT_P_ONE, DIRECT_P_SLOPE, FP8_P_SCALE, LN2, TILE_N
-from .ptx import (cvt_f16x2_relu, ex2_approx, fma_f32, fma_sat_f32, lg2_approx, low_bytes_of_halves, max_f16x2,
-                  mul_f32, pack_e4m3x4, pack_f16_low_bytes, pack_low_bytes)
+from ...modes import DIRECT_P_ONE, DIRECT_P_SLOPE, DIRECT_P_TOP, FP8_P_SCALE, LN2, TILE_N
+from .ptx import (add_f16x2, cvt_f16x2_relu, ex2_approx, f16x2_max_f32, f16x2_splat, fma_f32, fma_sat_f32,
+                  lg2_approx, low_bytes_of_halves, max_f16x2, mul_f32, pack_e4m3x4, pack_f16_low_bytes,
+                  pack_low_bytes)
 
 F8 = cutlass.Float8E4M3FN
 WG_M = 64  # query rows per consumer warp group
@@ -145,10 +146,11 @@ class Sm90Attention:
         # CTAs released it. Q stays per CTA.
         if cluster not in (1, 2):
             raise ValueError(f"cluster must be 1 or 2, got {cluster!r}")
-        # headroom (in codes, 8 per log2 unit; 0 = the running max, today's numerics): the row
-        # reference rule of reference.headroom_codes. After the first tile the codes are made with
-        # the reference held, without the tile's row max; the pack checks (HMNMX2 over its f16x2
-        # words) whether some code passed 120, and only then a warp moves its rows' references.
+        # headroom (in codes, 8 per log2 unit; direct-p's default DIRECT_P_HEADROOM; 0 = the running
+        # max): the row reference rule of reference.headroom_codes. After the first tile the codes
+        # are made with the reference held, without the tile's row max; the pack checks (HMNMX2
+        # over its f16x2 words) whether some code passed 126, and only then a warp moves its rows'
+        # references, from the code words it holds.
         if isinstance(headroom, bool) or not isinstance(headroom, int) or not 0 <= headroom <= 64:
             raise ValueError(f"headroom must be an int of codes in [0, 64], got {headroom!r}")
         if headroom and not (mode == "direct-p" and f16_bytes and overlap and not p_smem):
@@ -847,44 +849,54 @@ class Sm90Attention:
 
     @cute.jit
     def pack_half(self, regs, hf):
-        """Row half hf's codes -> its P words (f16_bytes); returns the max.f16x2 of its f16 words."""
+        """Row half hf's codes -> its P words (f16_bytes). Returns its f16x2 code words (the
+        halves' f16 bits: rne(t) for t < 2048) and their max.f16x2."""
         acc_s, r_p32 = regs.acc_s, regs.r_p32
-        tops = []
+        words = []
         for kb in cutlass.range_constexpr(TILE_N // 32):
             for g in cutlass.range_constexpr(2):
                 v = [acc_s[a % 2 + 2 * hf + 4 * (4 * kb + 2 * g + a // 2)] for a in range(4)]
                 lo = cvt_f16x2_relu(v[0], v[1])
                 hi = cvt_f16x2_relu(v[2], v[3])
                 r_p32[(0, hf, g), 0, kb] = low_bytes_of_halves(lo, hi)
-                tops.append(max_f16x2(lo, hi))
-        return _tree_max(tops, max_f16x2)
+                words.append((lo, hi))
+        return words, _tree_max([max_f16x2(lo, hi) for lo, hi in words], max_f16x2)
 
     @cute.jit
     def pack_checked(self, regs):
-        """headroom's pack: the P words, and whether some code of the warp's rows passed 120 (an
+        """headroom's pack: the P words, and whether some code of the warp's rows passed 126 (an
         f16 subnormal's bits are its integer code); if so, move_reference."""
-        top = max_f16x2(self.pack_half(regs, 0), self.pack_half(regs, 1))
-        passed = ((top & 0xFFFF) > DIRECT_P_ONE) | (((top >> 16) & 0xFFFF) > DIRECT_P_ONE)
+        words0, top0 = self.pack_half(regs, 0)
+        words1, top1 = self.pack_half(regs, 1)
+        top = max_f16x2(top0, top1)
+        passed = ((top & 0xFFFF) > DIRECT_P_TOP) | (((top >> 16) & 0xFFFF) > DIRECT_P_TOP)
         if cute.arch.vote_any_sync(passed):
-            self.move_reference(regs)
+            self.move_reference(regs, (words0, words1), (top0, top1))
 
     @cute.jit
-    def move_reference(self, regs):
-        """reference.headroom_codes for the rows whose largest code rounds above 120: the reference
-        moves so that code lands at 120 - headroom, the row's codes (t * 2^-24) by one add."""
-        acc_s, m_run, l_run, alpha_r = regs.acc_s, regs.m_run, regs.l_run, regs.alpha_r
+    def move_reference(self, regs, words, tops):
+        """reference.headroom_codes for the rows whose largest code is above 126: the reference
+        moves by k / 8 so that code lands at 120 - headroom, the row's codes by -k, taken from the
+        f16 code words the pack made (the scores are not needed again) in two exact HFMA2 steps:
+        k's f16 rounding k_hi, then the rest k - k_hi (Sterbenz: exact for the codes near the
+        top; codes far below stay below 0 either way)."""
+        m_run, l_run, alpha_r, r_p32 = regs.m_run, regs.l_run, regs.alpha_r, regs.r_p32
         for hf in cutlass.range_constexpr(2):
-            t_max = _row_half_max(acc_s, hf) * (1.0 / F16_UNIT)  # exact: a power of two
-            if t_max > DIRECT_P_ONE + 0.5:  # rne(t_max) > 120 (120.5 rounds to 120)
+            top = max_f16x2(tops[hf], cute.arch.shuffle_sync_bfly(tops[hf], offset=1))
+            top = max_f16x2(top, cute.arch.shuffle_sync_bfly(top, offset=2))
+            t_max = f16x2_max_f32(top) * (1.0 / F16_UNIT)  # the row's largest code (exact)
+            if t_max > DIRECT_P_TOP:
+                k = fma_f32(t_max, 1.0, -float(DIRECT_P_ONE - self.headroom))  # an integer, exact
                 m_old = m_run[hf]
-                step = mul_f32(fma_f32(t_max, 1.0, -float(DIRECT_P_ONE)), 1.0 / DIRECT_P_SLOPE)
-                m_new = fma_f32(fma_f32(m_old, 1.0, step), 1.0, self.headroom / DIRECT_P_SLOPE)
-                shift_s = mul_f32(fma_f32(m_new, -1.0, m_old), DIRECT_P_SLOPE * F16_UNIT)
+                m_new = fma_f32(k, 1.0 / DIRECT_P_SLOPE, m_old)
                 alpha_r[hf] = ex2_approx(m_old - m_new)
                 l_run[hf] = l_run[hf] * alpha_r[hf]
                 m_run[hf] = m_new
-                for j in cutlass.range_constexpr(TILE_N // 8):
-                    for cc in cutlass.range_constexpr(2):
-                        i = cc + 2 * hf + 4 * j
-                        acc_s[i] = fma_f32(shift_s, 1.0, acc_s[i])
-                self.pack_half(regs, hf)
+                k_hi = f16x2_max_f32(f16x2_splat(k * F16_UNIT))  # rne16(k), as a float
+                neg_hi = f16x2_splat(-k_hi)
+                neg_lo = f16x2_splat(fma_f32(k, -F16_UNIT, k_hi))  # exact: k_hi - k is f16-exact
+                for i, (lo, hi) in enumerate(words[hf]):
+                    kb, g = i // 2, i % 2
+                    r_p32[(0, hf, g), 0, kb] = low_bytes_of_halves(
+                        add_f16x2(add_f16x2(lo, neg_hi), neg_lo, relu=True),
+                        add_f16x2(add_f16x2(hi, neg_hi), neg_lo, relu=True))

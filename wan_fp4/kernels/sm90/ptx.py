@@ -120,3 +120,33 @@ def max_f16x2(a, b, *, loc=None, ip=None) -> Int32:
     """max.f16x2 of two packed words (1 HMNMX2)."""
     vals = [Int32(x).ir_value(loc=loc, ip=ip) for x in (a, b)]
     return Int32(_asm(T.i32(), vals, "max.f16x2 $0, $1, $2;", "=r,r,r"))
+
+
+@dsl_user_op
+def f16x2_max_f32(a, *, loc=None, ip=None) -> Float32:
+    """The larger of a packed word's two f16 halves, as an FP32 value (exact)."""
+    vals = [Int32(a).ir_value(loc=loc, ip=ip)]
+    text = ("{ .reg .b16 l, h; .reg .f32 x, y;\n"
+            "mov.b32 {l, h}, $1;\n"
+            "cvt.f32.f16 x, l;\n"
+            "cvt.f32.f16 y, h;\n"
+            "max.f32 $0, x, y; }")
+    return Float32(_asm(T.f32(), vals, text, "=f,r"))
+
+
+@dsl_user_op
+def f16x2_splat(a, *, loc=None, ip=None) -> Int32:
+    """cvt.rn.f16x2.f32 of a into both halves (1 F2FP)."""
+    vals = [Float32(a).ir_value(loc=loc, ip=ip)]
+    return Int32(_asm(T.i32(), vals, "cvt.rn.f16x2.f32 $0, $1, $1;", "=r,f"))
+
+
+@dsl_user_op
+def add_f16x2(a, b, *, relu=False, loc=None, ip=None) -> Int32:
+    """fl16(a + b) per f16 half (relu: max with 0): fma.rn{.relu}.f16x2 with the multiplier 1
+    (1 HFMA2)."""
+    vals = [Int32(x).ir_value(loc=loc, ip=ip) for x in (a, b)]
+    text = ("{ .reg .b32 one;\n"
+            "mov.b32 one, 0x3C003C00;\n"
+            f"fma.rn{'.relu' if relu else ''}.f16x2 $0, $1, one, $2; }}")
+    return Int32(_asm(T.i32(), vals, text, "=r,r,r"))

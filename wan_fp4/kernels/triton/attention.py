@@ -5,11 +5,14 @@ S_q != S_kv, S not a multiple of 128, D in {64, 128}. Operands come from
 `wan_fp4.kernels.prepare.prepare_fp8` (layout in its docstring).
 
 Per 128-query tile, over 128-key tiles in key order:
-    s = q8 . k8 (FP8 dot into FP32);  qk = fl(fl(sq*sk) * c);  m_new = max(m, rowmax fl(s qk))
-    direct-p: t = fma(s, 8 qk, fl(120 - 8 m_new)), clamp [0, 120], + 1.5*2^23 rounds to nearest
-              even, the low byte is the E4M3 code of P (no exp2 per element); l += sum of those
-              E4M3 values
-    fp8:      p = exp2(fma(s, qk, -m_new)); P = E4M3(256 p); l += sum p
+    s = q8 . k8 (FP8 dot into FP32);  qk = fl(fl(sq*sk) * c)
+    direct-p: the row reference of reference.headroom_codes: m (the first tile: its max + 3) held,
+              t = fma(s, 8 qk, fl(120 - 8 m)), codes c = rne16(t) (f16 rounding, relu); a row
+              whose largest code passes 126 moves m by k / 8 and its codes by -k in f16, so that
+              code lands at 96; the codes are E4M3 bytes of P (no exp2 per element); l += sum of
+              those E4M3 values
+    fp8:      m_new = max(m, rowmax fl(s qk)); p = exp2(fma(s, qk, -m_new)); P = E4M3(256 p);
+              l += sum p
     acc, l *= exp2(m_old - m_new) (one exp2 per row);  acc += P . v8 (tile product added in FP32)
     O = acc * sv / l  (fp8: / (256 l)), stored in q's dtype in (B, S, H, D)
 BLOCK_M = BLOCK_N = 128 are fixed by the numerics (scale blocks and the softmax tile).
@@ -29,7 +32,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ...modes import (DIRECT_P_ONE, DIRECT_P_SLOPE, FP8_MODES, FP8_P_SCALE, LN2, TILE_M, TILE_N, check_mode,
+from ...modes import (DIRECT_P_HEADROOM, DIRECT_P_ONE, DIRECT_P_SLOPE, DIRECT_P_TOP, FP8_MODES, FP8_P_SCALE, LN2, TILE_M, TILE_N, check_mode,
                       default_scale)
 from ...reference import log2_scale
 from ..prepare import PreparedFP8, e4m3_rne_sat, prepare_fp8, triton_usable
@@ -41,6 +44,9 @@ _MODE_ID = {"fp8": 0, "direct-p": 1}
 _LN2 = tl.constexpr(LN2)
 _P_ONE = tl.constexpr(float(DIRECT_P_ONE))
 _P_SLOPE = tl.constexpr(DIRECT_P_SLOPE)
+_P_TOP = tl.constexpr(float(DIRECT_P_TOP))
+_P_HEADROOM = tl.constexpr(float(DIRECT_P_HEADROOM))  # codes
+_F16_UNIT = tl.constexpr(2.0**-24)  # an f16 subnormal step: t * 2^-24 in f16 is rne(t) for t < 2048
 _P_SCALE = tl.constexpr(FP8_P_SCALE)
 
 
@@ -58,6 +64,12 @@ def _round_to_bf16(x):
     bits = x.to(tl.int32, bitcast=True)
     bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & -65536
     return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _rne16(t):
+    """t (a code count) rounded as its f16 value t * 2^-24 rounds: rne(t) for t < 2048."""
+    return (t * _F16_UNIT).to(tl.float16).to(tl.float32) * (1.0 / _F16_UNIT)
 
 
 @triton.jit
@@ -93,26 +105,27 @@ def _tile(acc, l_i, m_i, q, q_hi, sq, c, k_base, v_base, ks_base, j, Skv, Skv_pa
     if MASK:  # keys past S_kv do not exist
         valid = keys[None, :] < Skv
         z = tl.where(valid, z, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(z, axis=1))
-    alpha = tl.exp2(m_i - m_new)  # the only exp2 of direct-p: one per row
-    # Both maps fold the score scale into one explicit FMA against the row max, as the reference
-    # does: z is not rounded on its own, whatever the compiler would contract.
+    # Both maps fold the score scale into one explicit FMA against the row reference, as the
+    # reference does: z is not rounded on its own, whatever the compiler would contract.
     if MODE == 1:
-        bias = _P_ONE - _P_SLOPE * m_new
+        first = m_i == float("-inf")
+        held = tl.where(first, tl.max(z, axis=1) + _P_HEADROOM / _P_SLOPE, m_i)
+        bias = _P_ONE - _P_SLOPE * held
         t = tl.fma(s, qk * _P_SLOPE, bias[:, None])
         if MASK:
             t = tl.where(valid, t, 0.0)
-        # clamp(rne(t), 0, 120): s qk <= m_new + ulp(m_new) / 2 makes t <= 120 + 8 ulp(m) +
-        # ulp(120) / 2 < 120.5 while |m| < 2^19 (triton_attention checks the score range before
-        # the launch), so only the lower clamp is needed; clamping before rounding equals after
-        # (integer bounds).
-        t = tl.maximum(t, 0.0)
-        # adding 1.5*2^23 rounds to the nearest even integer, which lands in the low mantissa
-        # bits; the uint8 truncation keeps that byte: the E4M3 code of P
-        byte = (t + 12582912.0).to(tl.int32, bitcast=True).to(tl.uint8)
-        p8 = byte.to(tl.float8e4nv, bitcast=True)
+        code = _rne16(tl.maximum(t, 0.0))
+        top = tl.max(code, axis=1)
+        moved = (top > _P_TOP) & (~first)
+        k = top - (_P_ONE - _P_HEADROOM)  # an integer: the move in codes
+        m_new = tl.where(moved, held + k * (1.0 / _P_SLOPE), held)
+        code = tl.where(moved[:, None], tl.maximum(code - k[:, None], 0.0), code)  # exact
+        p8 = code.to(tl.int32).to(tl.uint8).to(tl.float8e4nv, bitcast=True)
         psum = tl.sum(p8.to(tl.float32), axis=1)
+        alpha = tl.exp2(m_i - m_new)  # the only exp2 of direct-p: one per row
     else:
+        m_new = tl.maximum(m_i, tl.max(z, axis=1))
+        alpha = tl.exp2(m_i - m_new)
         arg = tl.fma(s, qk, -m_new[:, None])
         if MASK:
             arg = tl.where(valid, arg, float("-inf"))
