@@ -3,7 +3,7 @@
     ncu --set full -k regex:'Sm90Attention|nvjet|gemm' -o prof python scripts/profile_sm90_device.py launch
     python scripts/profile_sm90_device.py prepass     # times the quantisation pre-pass, part by part
 
-launch: the sm90 direct-p kernel at B1 H12 S32760 D128 on prepared operands (the default config,
+launch: the sm90 direct-p kernel at --shape (default B1 H12 S32760 D128) on prepared operands (the default config,
   then each --configs JSON; prebuilt kernels, from --prebuilt-dir if given), then a cuBLAS FP8
   GEMM 8192^3 (the tensor-core reference the kernel is read against: tensor-pipe activity, issue
   stalls, clocks).
@@ -34,8 +34,8 @@ def _rand(b, s, h, d):
     return torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16)
 
 
-def launch(configs):
-    b, h, s, d = 1, 12, 32760, 128
+def launch(configs, shape=(1, 12, 32760, 128)):
+    b, h, s, d = shape
     q, k, v = _rand(b, s, h, d), _rand(b, s, h, d), _rand(b, s, h, d)
     ops = prepare.prepare_fp8(q, k, v, **v_layout_args("direct-p"))
     out = torch.empty(b, s, h, d, dtype=torch.bfloat16, device="cuda")
@@ -138,12 +138,14 @@ def main():
     ap.add_argument("--configs", nargs="*", type=json.loads, default=[])
     ap.add_argument("--prebuilt-dir", default=None)
     ap.add_argument("--trace", default=None, help="percall: write a Chrome trace here")
+    from wan_fp4.eval.bench_attention import parse_shape, use_prebuilt_dir
+
+    ap.add_argument("--shape", type=parse_shape, default=(1, 12, 32760, 128), help="launch: BxHxSxD")
     args = ap.parse_args()
-    from wan_fp4.eval.bench_attention import use_prebuilt_dir
 
     use_prebuilt_dir(args.prebuilt_dir)
     if args.what == "launch":
-        launch([{}] + args.configs)
+        launch([{}] + args.configs, args.shape)
     elif args.what == "prepass":
         prepass()
     else:
