@@ -74,12 +74,18 @@ def _tree_max(vals, op=None):
     return vals[0]
 
 
+def _quad_reduce(x, op):
+    """op over the quad of threads that share a row (two butterfly shuffles): every thread of the
+    quad gets the result."""
+    x = op(x, cute.arch.shuffle_sync_bfly(x, offset=1))
+    return op(x, cute.arch.shuffle_sync_bfly(x, offset=2))
+
+
 def _row_half_max(acc_s, hf):
     """Max of row half hf's values in acc_s (scores, or codes) over its whole row: the thread's 32
-    as a tree, then across the quad of threads that share the row (two butterfly shuffles)."""
+    as a tree, then across the quad."""
     mx = _tree_max([acc_s[cc + 2 * hf + 4 * j] for j in range(TILE_N // 8) for cc in range(2)])
-    mx = cute.arch.fmax(mx, cute.arch.shuffle_sync_bfly(mx, offset=1))
-    return cute.arch.fmax(mx, cute.arch.shuffle_sync_bfly(mx, offset=2))
+    return _quad_reduce(mx, cute.arch.fmax)
 
 
 class Regs(NamedTuple):
@@ -499,10 +505,7 @@ class Sm90Attention:
                 # l sits in accumulator column D, held by the quad's first thread
                 l_tot = cute.arch.shuffle_sync(acc_o[2 * hf + 4 * (self.d // 8)], offset=lane - quad)
             else:
-                l_tot = l_run[hf]
-                l_tot = l_tot + cute.arch.shuffle_sync_bfly(l_tot, offset=1)
-                l_tot = l_tot + cute.arch.shuffle_sync_bfly(l_tot, offset=2)
-                l_tot = l_tot * FP8_P_SCALE
+                l_tot = _quad_reduce(l_run[hf], lambda a, b: a + b) * FP8_P_SCALE
             inv_l = cute.arch.rcp_approx(l_tot)
             r = row0 + 8 * hf
             if r < s_q:
@@ -882,8 +885,7 @@ class Sm90Attention:
         top; codes far below stay below 0 either way)."""
         m_run, l_run, alpha_r, r_p32 = regs.m_run, regs.l_run, regs.alpha_r, regs.r_p32
         for hf in cutlass.range_constexpr(2):
-            top = max_f16x2(tops[hf], cute.arch.shuffle_sync_bfly(tops[hf], offset=1))
-            top = max_f16x2(top, cute.arch.shuffle_sync_bfly(top, offset=2))
+            top = _quad_reduce(tops[hf], max_f16x2)
             t_max = f16x2_max_f32(top) * (1.0 / F16_UNIT)  # the row's largest code (exact)
             if t_max > DIRECT_P_TOP:
                 k = fma_f32(t_max, 1.0, -float(DIRECT_P_ONE - self.headroom))  # an integer, exact
