@@ -133,13 +133,13 @@ def percall(trace=None, calls=100):
 
 
 def main():
+    from wan_fp4.eval.bench_attention import parse_shape, use_prebuilt_dir
+
     ap = argparse.ArgumentParser()
     ap.add_argument("what", choices=["launch", "prepass", "percall"])
     ap.add_argument("--configs", nargs="*", type=json.loads, default=[])
     ap.add_argument("--prebuilt-dir", default=None)
     ap.add_argument("--trace", default=None, help="percall: write a Chrome trace here")
-    from wan_fp4.eval.bench_attention import parse_shape, use_prebuilt_dir
-
     ap.add_argument("--shape", type=parse_shape, default=(1, 12, 32760, 128), help="launch: BxHxSxD")
     args = ap.parse_args()
 
