@@ -3,7 +3,7 @@
     ncu --set full -k regex:'Sm90Attention|nvjet|gemm' -o prof python scripts/profile_sm90_device.py launch
     python scripts/profile_sm90_device.py prepass     # times the quantisation pre-pass, part by part
 
-launch: the sm90 direct-p kernel at --shape (default B1 H12 S32760 D128) on prepared operands (the default config,
+launch: the sm90 kernel of --mode (default direct-p) at --shape (default B1 H12 S32760 D128) on prepared operands (the default config,
   then each --configs JSON; prebuilt kernels, from --prebuilt-dir if given), then a cuBLAS FP8
   GEMM 8192^3 (the tensor-core reference the kernel is read against: tensor-pipe activity, issue
   stalls, clocks).
@@ -34,14 +34,14 @@ def _rand(b, s, h, d):
     return torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16)
 
 
-def launch(configs, shape=(1, 12, 32760, 128)):
+def launch(configs, shape=(1, 12, 32760, 128), mode="direct-p"):
     b, h, s, d = shape
     q, k, v = _rand(b, s, h, d), _rand(b, s, h, d), _rand(b, s, h, d)
-    ops = prepare.prepare_fp8(q, k, v, **v_layout_args("direct-p"))
+    ops = prepare.prepare_fp8(q, k, v, **v_layout_args(mode))
     out = torch.empty(b, s, h, d, dtype=torch.bfloat16, device="cuda")
     lse = torch.empty(b, h, s, dtype=torch.float32, device="cuda")
     for config in configs:
-        sm90.launch(ops, "direct-p", d, config=config, out=out, lse=lse, prebuilt=True)
+        sm90.launch(ops, mode, d, config=config, out=out, lse=lse, prebuilt=True)
     from wan_fp4.eval.bench_attention import fp8_gemm
 
     fp8_gemm()[0]()
@@ -80,27 +80,13 @@ def _per_call_ms(fn, calls):
     return (time.perf_counter() - t0) / calls * 1e3
 
 
-def _graphed(fn, calls):
-    """A callable replaying `calls` calls of fn from one CUDA graph."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            fn()
-    return graph.replay
-
-
 def percall(trace=None, calls=100):
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.profiler import ProfilerActivity, profile
 
     import wan_fp4
+    from wan_fp4.eval.bench_attention import graphed
 
     q, k, v = (_rand(1, 1024, 40, 128) for _ in range(3))
     qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
@@ -116,10 +102,10 @@ def percall(trace=None, calls=100):
         for _ in range(20):
             fn()
         eager = _per_call_ms(fn, calls)
-        replay = _graphed(fn, calls)
+        replay = graphed(fn, calls)
         replay()
-        graphed = _per_call_ms(replay, 5) / calls
-        print(f"B1 H40 S1024 D128 {name:26s} per call: eager {eager:.3f} ms, CUDA graph {graphed:.3f} ms", flush=True)
+        replay_ms = _per_call_ms(replay, 5) / calls
+        print(f"B1 H40 S1024 D128 {name:26s} per call: eager {eager:.3f} ms, CUDA graph {replay_ms:.3f} ms", flush=True)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(calls):
             ours()
@@ -141,11 +127,12 @@ def main():
     ap.add_argument("--prebuilt-dir", default=None)
     ap.add_argument("--trace", default=None, help="percall: write a Chrome trace here")
     ap.add_argument("--shape", type=parse_shape, default=(1, 12, 32760, 128), help="launch: BxHxSxD")
+    ap.add_argument("--mode", choices=("direct-p", "fp8"), default="direct-p", help="launch: the kernel's mode")
     args = ap.parse_args()
 
     use_prebuilt_dir(args.prebuilt_dir)
     if args.what == "launch":
-        launch([{}] + args.configs, args.shape)
+        launch([{}] + args.configs, args.shape, args.mode)
     elif args.what == "prepass":
         prepass()
     else:

@@ -191,8 +191,8 @@ def sm90_variants(configs, q, k, v, mode):
 def sm90_breakdown(q, k, v, mode, do_bench, rep_ms):
     """Per-call times of the sm90 path's parts (median ms): the pre-pass alone, the pre-pass with
     the score-range check started and finished (its wait included), the kernel launch alone on
-    prepared operands, and the whole call; what the whole call takes beyond the pre-pass plus the
-    kernel is host work the GPU waited for."""
+    prepared operands, the whole call, and the whole call replayed from a CUDA graph; what the
+    whole call takes beyond its replay is host work the GPU waited for."""
     from wan_fp4.kernels.prepare import prepare_fp8
     from wan_fp4.kernels.sm90.host import launch
     from wan_fp4.kernels.sm90.layout import v_layout_args
@@ -205,9 +205,35 @@ def sm90_breakdown(q, k, v, mode, do_bench, rep_ms):
     def checked():
         prepare_fp8(q, k, v, **layout).start_score_range_check(mode, default_scale(d)).finish()
 
+    def call():
+        return wan_fp4.attention(q, k, v, mode, kernel="sm90-cute")
+
     parts = {"pre-pass": lambda: prepare_fp8(q, k, v, **layout), "pre-pass + check": checked,
-             "kernel": lambda: launch(ops, mode, d), "call": lambda: wan_fp4.attention(q, k, v, mode, kernel="sm90-cute")}
-    return {name: do_bench(fn, warmup=100, rep=rep_ms, return_mode="median") for name, fn in parts.items()}
+             "kernel": lambda: launch(ops, mode, d), "call": call}
+    times = {name: do_bench(fn, warmup=100, rep=rep_ms, return_mode="median") for name, fn in parts.items()}
+    replay = graphed(call, GRAPH_CALLS)
+    times["call, CUDA graph"] = do_bench(replay, warmup=10, rep=rep_ms, return_mode="median") / GRAPH_CALLS
+    return times
+
+
+GRAPH_CALLS = 10  # calls per captured graph in sm90_breakdown: the replay's time per call
+
+
+def graphed(fn, calls):
+    """A callable replaying `calls` calls of fn from one CUDA graph: the GPU's share of a call, no
+    host work (what torch.compile's mode="reduce-overhead" gives; the score check is skipped
+    under capture)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    return graph.replay
 
 
 def fp8_gemm(n: int = 8192):

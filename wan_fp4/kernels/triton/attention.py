@@ -11,10 +11,10 @@ Per 128-query tile, over 128-key tiles in key order:
               whose largest code passes 126 moves m by k / 8 and its codes by -k in f16, so that
               code lands at 96; the codes are E4M3 bytes of P (no exp2 per element); l += sum of
               those E4M3 values
-    fp8:      m_new = max(m, rowmax fl(s qk)); p = exp2(fma(s, qk, -m_new)); P = E4M3(256 p);
-              l += sum p
+    fp8:      m_new = max(m, rowmax fl(s qk)); p = exp2(fma(s, qk, fl(8 - m_new))), which carries
+              P's factor 256; P = E4M3(p); l += sum p
     acc, l *= exp2(m_old - m_new) (one exp2 per row);  acc += P . v8 (tile product added in FP32)
-    O = acc * sv / l  (fp8: / (256 l)), stored in q's dtype in (B, S, H, D)
+    O = acc * sv / l (l carries the 256 in both modes), stored in q's dtype in (B, S, H, D)
 BLOCK_M = BLOCK_N = 128 are fixed by the numerics (scale blocks and the softmax tile).
 
 Accuracy against the reference: on Hopper the FP8 tensor core sums products with less than FP32
@@ -32,7 +32,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ...modes import (DIRECT_P_HEADROOM, DIRECT_P_ONE, DIRECT_P_SLOPE, DIRECT_P_TOP, FP8_MODES, FP8_P_SCALE, LN2, TILE_M, TILE_N, check_mode,
+from ...modes import (DIRECT_P_HEADROOM, DIRECT_P_ONE, DIRECT_P_SLOPE, DIRECT_P_TOP, FP8_MODES, LN2, LOG2_P_SCALE, TILE_M, TILE_N, check_mode,
                       default_scale)
 from ...reference import log2_scale
 from ..prepare import PreparedFP8, e4m3_rne_sat, prepare_fp8, triton_usable
@@ -47,7 +47,7 @@ _P_SLOPE = tl.constexpr(DIRECT_P_SLOPE)
 _P_TOP = tl.constexpr(float(DIRECT_P_TOP))
 _P_HEADROOM = tl.constexpr(float(DIRECT_P_HEADROOM))  # codes
 _F16_UNIT = tl.constexpr(2.0**-24)  # an f16 subnormal step: t * 2^-24 in f16 is rne(t) for t < 2048
-_P_SCALE = tl.constexpr(FP8_P_SCALE)
+_LOG2_P_SCALE = tl.constexpr(LOG2_P_SCALE)
 
 
 def _configs():
@@ -126,12 +126,13 @@ def _tile(acc, l_i, m_i, q, q_hi, sq, c, k_base, v_base, ks_base, j, Skv, Skv_pa
     else:
         m_new = tl.maximum(m_i, tl.max(z, axis=1))
         alpha = tl.exp2(m_i - m_new)
-        arg = tl.fma(s, qk, -m_new[:, None])
+        bias = _LOG2_P_SCALE - m_new  # fl(8 - m): the 256 of P rides in the exponent
+        arg = tl.fma(s, qk, bias[:, None])
         if MASK:
             arg = tl.where(valid, arg, float("-inf"))
         p = tl.exp2(arg)
         psum = tl.sum(p, axis=1)
-        p8 = e4m3_rne_sat(p * _P_SCALE, HW_CVT)
+        p8 = e4m3_rne_sat(p, HW_CVT)
     l_i = l_i * alpha + psum
     vt = tl.load(v_base + offs_d[None, :] * Skv_pad + keys[:, None])  # (BLOCK_N, D), keys contiguous
     if PV_SPLIT:
@@ -187,10 +188,7 @@ def _attn_fwd_kernel(q8, k8, v8t, q_scale, k_scale, v_scale, k_mean, out, lse, c
                               QK_SPLIT, PROMOTE)
 
     sv = tl.load(v_scale + bh * D + offs_d)
-    if MODE == 1:
-        o = acc * sv[None, :] / l_i[:, None]
-    else:
-        o = acc * sv[None, :] / (l_i * _P_SCALE)[:, None]
+    o = acc * sv[None, :] / l_i[:, None]
     optr = out + b.to(tl.int64) * sob + h * soh + offs_m[:, None] * sos + offs_d[None, :] * sod
     if ROUND_BF16:
         o = _round_to_bf16(o)  # the interpreter's own bf16 cast truncates
@@ -207,7 +205,7 @@ def _attn_fwd_kernel(q8, k8, v8t, q_scale, k_scale, v_scale, k_mean, out, lse, c
             mu = tl.load(k_mean + bh * D + offs_d)
             qm = tl.sum(q.to(tl.float32) * mu[None, :], axis=1)
         shift = qm * (sq * c)
-        lse_i = _LN2 * (m_i + shift + tl.log2(l_i) - 8.0 * MODE)
+        lse_i = _LN2 * (m_i + shift + tl.log2(l_i) - _LOG2_P_SCALE)
         tl.store(lse + bh.to(tl.int64) * Sq + offs_m, lse_i, mask=offs_m < Sq)
 
 
