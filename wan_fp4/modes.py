@@ -26,9 +26,6 @@ E4M3_MAX = 448.0
 E4M3_ONE = 0x38  # the E4M3 byte of 1.0
 FP8_P_SCALE = 256.0  # fp8 mode feeds E4M3(256 * p) to the PV product
 LOG2_P_SCALE = 8.0  # log2(FP8_P_SCALE): fp8 adds it to the exponent's argument, ex2(z - m + 8)
-# 2^f on [-0.5, 0.5], degree 3, highest power first, fitted for relative error (at most 7.5e-5,
-# against E4M3's 2^-4 half-step): the sm90 fp8 kernel's ex2 on the FMA pipe (option exp_poly)
-EX2_POLY = (0.05517147, 0.24261067, 0.69326098, 0.9999281)
 
 # direct-p: byte = rne(8 x + 120), read as an E4M3 byte (~ 256 * 2^x), x = (s - r) c against the
 # row's reference r (docs/NUMERICS.md, "Row reference"): r is set DIRECT_P_HEADROOM codes above the

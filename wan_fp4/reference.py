@@ -24,7 +24,6 @@ from .modes import (
     DIRECT_P_SLOPE,
     DIRECT_P_TOP,
     E4M3_MAX,
-    EX2_POLY,
     FP4_SCALE_SHIFT,
     LN2,
     LOG2_6,
@@ -265,48 +264,11 @@ def direct_p_headroom(q, k, v, headroom: float | None, scale=None):
     return out.to(q.dtype), lse
 
 
-def fp8_exp_poly(q, k, v, exp_poly: int, scale=None):
-    """fp8 with the sm90 kernel's option `exp_poly`: of every 16 eight-key column groups of a key
-    tile, `exp_poly` take their 2^x from `ex2_poly` instead of exactly (evenly spread, as the
-    kernel's `poly_column`). (out in q.dtype, natural-log LSE)."""
-    _check_shapes(q, k, v)
-    check_finite(q, k, v)
-    scale = default_scale(q.shape[-1]) if scale is None else float(scale)
-    out, lse = _fp8_attention(q, k, v, scale, False, exp_poly=exp_poly)
-    return out.to(q.dtype), lse
-
-
-def poly_keys(exp_poly: int, device=None) -> torch.Tensor:
-    """(TILE_N,) bool: the keys of a tile whose 2^x the sm90 fp8 kernel takes by polynomial."""
-    groups = TILE_N // 8
-    if exp_poly not in (0, 1, 2, 4, 8):
-        raise ValueError(f"exp_poly must be 0, 1, 2, 4 or 8, got {exp_poly!r}")
-    if not exp_poly:
-        return torch.zeros(TILE_N, dtype=torch.bool, device=device)
-    j = torch.arange(TILE_N, device=device) // 8
-    return j % (groups // exp_poly) == 0
-
-
-def ex2_poly(x: torch.Tensor) -> torch.Tensor:
-    """2^x, float32, by the sm90 fp8 kernel's FMA-pipe steps (kernels/sm90/ptx.ex2_poly): x
-    clamped at -125, n = rne(x), f = x - n in [-0.5, 0.5], EX2_POLY(f) by Horner with one rounding
-    per step, times 2^n. Within 7.5e-5 of 2^x for -125 <= x <= 8 (tests/test_reference.py)."""
-    x = torch.clamp(x.to(torch.float32), min=-125.0)
-    n = torch.round(x)  # rne, as the 1.5 * 2^23 add does
-    f = x - n  # exact
-    p = torch.full_like(f, EX2_POLY[0])
-    for c in EX2_POLY[1:]:
-        p = _f32_tensor(p.double() * f.double() + c)
-    return torch.ldexp(p, n.to(torch.int32))
-
-
-def _fp8_attention(q, k, v, scale, direct_p, headroom=None, exp_poly=0):
+def _fp8_attention(q, k, v, scale, direct_p, headroom=None):
     """headroom (direct-p, log2 units): the row reference of `headroom_codes` (direct-p's:
-    DIRECT_P_HEADROOM / 8); None = the running row max (fp8's). exp_poly (fp8): see fp8_exp_poly."""
+    DIRECT_P_HEADROOM / 8); None = the running row max (fp8's)."""
     if headroom is not None and not direct_p:
         raise ValueError("headroom applies to direct-p only")
-    if exp_poly and direct_p:
-        raise ValueError("exp_poly applies to fp8 only")
     ops = quantize_fp8(q, k, v)
     c = log2_scale(scale)
     check_score_range("direct-p" if direct_p else "fp8", c, _heads_first(ops.q8), ops.q_scale.transpose(1, 2),
@@ -344,9 +306,6 @@ def _fp8_attention(q, k, v, scale, direct_p, headroom=None, exp_poly=0):
                 bias = _f32_tensor(LOG2_P_SCALE - m_new.double())
                 arg = _f32_tensor(s_raw.double() * qk.unsqueeze(-1).double() + bias.unsqueeze(-1).double())
                 p = _f32_tensor(torch.exp2(arg.double()))
-                if exp_poly:
-                    poly = poly_keys(exp_poly, p.device)[: keys.stop - keys.start]
-                    p = torch.where(poly, ex2_poly(arg), p)
                 p_mma, p_sum = formats.e4m3_round(p), p.sum(dim=-1)
             acc = acc * alpha.unsqueeze(-1) + torch.matmul(p_mma, v8[:, :, keys])
             l = l * alpha + p_sum

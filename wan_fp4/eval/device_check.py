@@ -248,11 +248,8 @@ def probe_attention(case, ctx):
 def case_reference(q, k, v, case):
     """(out, LSE) of the reference the case's kernel follows: the mode's, or for an sm90 config
     with another `headroom` (codes; 8 per log2 unit; 0 = the running max) the direct-p reference
-    under that row reference, or with `exp_poly` the fp8 reference with those polynomial columns."""
-    config = case.options.get("config") or {}
-    if case.mode == "fp8" and config.get("exp_poly"):
-        return reference.fp8_exp_poly(q, k, v, config["exp_poly"])
-    codes = config.get("headroom", DIRECT_P_HEADROOM)
+    under that row reference."""
+    codes = (case.options.get("config") or {}).get("headroom", DIRECT_P_HEADROOM)
     if case.mode != "direct-p" or codes == DIRECT_P_HEADROOM:
         return reference.attention(q, k, v, case.mode, fp4=case.fp4, return_lse=True)
     return reference.direct_p_headroom(q, k, v, codes / DIRECT_P_SLOPE if codes else None)

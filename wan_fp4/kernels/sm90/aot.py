@@ -23,7 +23,7 @@ SOURCES = ("kernel.py", "ptx.py", "compile.py", "layout.py", "config.py")  # con
 SIGNATURE = ("void*",) * 8 + ("int32_t",) * 4 + ("float", "stream")
 # the wan_fp4.modes constants kernel.py bakes into the cubin are part of the key
 PREBUILT = Prebuilt(arch="sm90a", gpu_arch="sm_90a", family="sm90", src_dir=PKG, sources=SOURCES,
-                    extra_key=modes_key("DIRECT_P_HEADROOM", "DIRECT_P_ONE", "DIRECT_P_SLOPE", "DIRECT_P_TOP", "EX2_POLY", "LOG2_P_SCALE", "LN2", "TILE_N"),
+                    extra_key=modes_key("DIRECT_P_HEADROOM", "DIRECT_P_ONE", "DIRECT_P_SLOPE", "DIRECT_P_TOP", "LOG2_P_SCALE", "LN2", "TILE_N"),
                     signature=SIGNATURE)
 
 

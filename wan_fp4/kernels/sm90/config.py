@@ -8,14 +8,14 @@ from ...modes import DIRECT_P_HEADROOM
 # (intra, FA3's intra-warp-group order); together 2-4% faster for direct-p and 5-6% for fp8 at the
 # Wan shapes, with the error against exact attention unchanged.
 DEFAULT_CONFIG = {"n_wg": 2, "stages": 2, "overlap": True, "fold": 4, "intra": True, "f16_bytes": False,
-                  "p_smem": False, "cluster": 1, "headroom": 0, "exp_poly": 0}
+                  "p_smem": False, "cluster": 1, "headroom": 0}
 # Per-mode changes: direct-p makes its P bytes through f16 (1.75 instead of 2.75 instructions per
 # score; docs/SM90_GEN2.md item 1), bit-identical and 4-5% faster at the Wan shapes; and its codes
 # with the row reference held (headroom, item 12: no row max per tile; 0 = the running max).
 MODE_CONFIG = {"direct-p": {"f16_bytes": True, "headroom": DIRECT_P_HEADROOM}}
 # Options only one mode has (the kernel refuses them in the other): a config list meant for both
 # modes (wan-fp4 check --configs, build_prebuilt.py --sm90-config, the benches) skips the other.
-MODE_ONLY = {"f16_bytes": "direct-p", "p_smem": "direct-p", "headroom": "direct-p", "exp_poly": "fp8"}
+MODE_ONLY = {"f16_bytes": "direct-p", "p_smem": "direct-p", "headroom": "direct-p"}
 # Three consumer warp groups (192 query rows per CTA, 160 registers each), P staged through shared
 # memory, each warp group's tiles in series (docs/SM90_GEN2.md, plan item 2): options over the default
 # (its serial schedule folds every two tiles and has no intra overlap). The headroom rule needs the

@@ -13,8 +13,7 @@ CTA pairs along the query tiles share each K and V^T load by TMA multicast), war
                              f16_bytes: FMA to t * 2^-24, cvt.rn.relu.f16x2 (rne(t) in the f16
                              subnormal bits, 0 below 0), PRMT: 1.75 instr/score
                              fp8:      E4M3(ex2(fma(S, qk, fl(8 - m)))) (P's 256 in the exponent),
-                             l += p in FP32; exp_poly of every 16 score columns take ex2 on the
-                             FMA pipe (a degree-3 polynomial) instead of MUFU
+                             l += p in FP32
     acc = acc * alpha + P V  (FP8 wgmma, P the A operand from registers, into a zeroed tile
                              accumulator of `fold` key tiles, i.e. folded every 128 * fold keys
                              (fold = 4: 512); one FFMA per element adds it into FP32)
@@ -48,7 +47,7 @@ from cutlass import Float32, Int32, const_expr
 from cutlass.cute.nvgpu import cpasync, warpgroup
 
 from ...modes import DIRECT_P_ONE, DIRECT_P_SLOPE, DIRECT_P_TOP, LN2, LOG2_P_SCALE, TILE_N
-from .ptx import (add_f16x2, cvt_f16x2_relu, ex2_approx, ex2_poly, f16x2_max_f32, f16x2_splat, fma_f32, fma_sat_f32,
+from .ptx import (add_f16x2, cvt_f16x2_relu, ex2_approx, f16x2_max_f32, f16x2_splat, fma_f32, fma_sat_f32,
                   lg2_approx, low_bytes_of_halves, max_f16x2, mul_f32, pack_e4m3x4, pack_f16_low_bytes,
                   pack_low_bytes)
 
@@ -111,7 +110,7 @@ class Regs(NamedTuple):
 class Sm90Attention:
     def __init__(self, mode: str, head_dim: int, n_wg: int = 2, stages: int = 2, overlap: bool = True,
                  pingpong: int = 0, fold: int = 1, intra: bool = False, f16_bytes: bool = False,
-                 p_smem: bool = False, cluster: int = 1, headroom: int = 0, exp_poly: int = 0):
+                 p_smem: bool = False, cluster: int = 1, headroom: int = 0):
         if mode not in ("direct-p", "fp8"):
             raise ValueError(f"mode must be 'direct-p' or 'fp8', got {mode!r}")
         if head_dim not in (64, 128):
@@ -164,14 +163,6 @@ class Sm90Attention:
             raise ValueError(f"headroom needs mode 'direct-p' with f16_bytes, overlap and no p_smem, got mode "
                              f"{mode!r} f16_bytes={f16_bytes} overlap={overlap} p_smem={p_smem}")
         self.headroom = int(headroom)
-        # exp_poly (fp8): of every 16 score columns (8-key groups j of a tile), this many take their
-        # ex2 as a degree-3 polynomial on the FMA pipe (ptx.ex2_poly, 7 instructions) instead of
-        # MUFU.EX2, whose 16 per clock per SM are what fp8's softmax is bound by at D128.
-        if isinstance(exp_poly, bool) or exp_poly not in (0, 1, 2, 4, 8):
-            raise ValueError(f"exp_poly must be 0, 1, 2, 4 or 8 (of 16 score columns), got {exp_poly!r}")
-        if exp_poly and mode != "fp8":
-            raise ValueError(f"exp_poly applies to mode 'fp8' only, got mode {mode!r}")
-        self.exp_poly = int(exp_poly)
         self.mode = mode
         self.cluster = int(cluster)
         self.direct = mode == "direct-p"
@@ -767,11 +758,6 @@ class Sm90Attention:
                         for cc in cutlass.range_constexpr(2):
                             acc_t[cc + 2 * hf + 4 * j] = acc_t[cc + 2 * hf + 4 * j] * alpha_r[hf]
 
-    def poly_column(self, j: int) -> bool:
-        """Whether score column group j (of TILE_N // 8) takes ex2 by polynomial (exp_poly),
-        spread evenly over the tile so both paths run side by side."""
-        return self.exp_poly > 0 and j % (TILE_N // 8 // self.exp_poly) == 0
-
     @cute.jit
     def softmax(self, regs, n, n_tiles, s_kv, qk, quad, first=False):
         """Scores of tile n -> online max, alpha, and the P bytes in the A-operand registers.
@@ -839,13 +825,8 @@ class Sm90Attention:
                 for j in cutlass.range_constexpr(TILE_N // 8):
                     for cc in cutlass.range_constexpr(2):
                         i = cc + 2 * hf + 4 * j
-                        # 2^fl(s qk + 8 - m): NUMERICS allows ex2.approx's few ulp, and the
-                        # polynomial's 7.5e-5 (both far inside E4M3's 2^-4 half-step)
-                        arg = fma_f32(acc_s[i], qk, bias)
-                        if const_expr(self.poly_column(j)):
-                            p = ex2_poly(arg)
-                        else:
-                            p = ex2_approx(arg)
+                        # 2^fl(s qk + 8 - m): NUMERICS allows ex2.approx's few ulp
+                        p = ex2_approx(fma_f32(acc_s[i], qk, bias))
                         lsum = lsum + p
                         acc_s[i] = p
                 l_run[hf] = l_run[hf] + lsum

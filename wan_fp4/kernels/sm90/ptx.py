@@ -11,8 +11,6 @@ from cutlass import Float32, Int32
 from cutlass._mlir.dialects import llvm
 from cutlass.cutlass_dsl import T, dsl_user_op
 
-from ...modes import EX2_POLY
-
 
 def _asm(ret, args, text, constraints):
     return llvm.inline_asm(
@@ -46,36 +44,6 @@ def mul_f32(a, b, *, loc=None, ip=None) -> Float32:
 def ex2_approx(a, *, loc=None, ip=None) -> Float32:
     vals = [Float32(a).ir_value(loc=loc, ip=ip)]
     return Float32(_asm(T.f32(), vals, "ex2.approx.ftz.f32 $0, $1;", "=f,f"))
-
-
-def _f32_hex(x: float) -> str:
-    import struct
-
-    return "0f%08X" % struct.unpack("<I", struct.pack("<f", x))[0]
-
-
-@dsl_user_op
-def ex2_poly(a, *, loc=None, ip=None) -> Float32:
-    """2^a on the FMA pipe, for a <= 8 (fp8's arguments): a clamped at -125 (-inf and far tails
-    give 2^-125, which E4M3 rounds to 0), n = rne(a) by the 1.5 * 2^23 add, f = a - n exactly,
-    EX2_POLY(f) by Horner, and n added to its exponent with one integer multiply-add (the
-    magic's own bits shift out of the word). 7 instructions, none on MUFU; reference.ex2_poly
-    states the same steps in torch."""
-    c3, c2, c1, c0 = (_f32_hex(c) for c in EX2_POLY)
-    text = ("{ .reg .f32 x, j, n, f, p; .reg .b32 jb, pb;\n"
-            "max.f32 x, $1, 0fC2FA0000;\n"
-            "add.rn.f32 j, x, 0f4B400000;\n"
-            "sub.rn.f32 n, j, 0f4B400000;\n"
-            "sub.rn.f32 f, x, n;\n"
-            f"fma.rn.f32 p, f, {c3}, {c2};\n"
-            f"fma.rn.f32 p, p, f, {c1};\n"
-            f"fma.rn.f32 p, p, f, {c0};\n"
-            "mov.b32 jb, j;\n"
-            "mov.b32 pb, p;\n"
-            "mad.lo.u32 pb, jb, 8388608, pb;\n"
-            "mov.b32 $0, pb; }")
-    vals = [Float32(a).ir_value(loc=loc, ip=ip)]
-    return Float32(_asm(T.f32(), vals, text, "=f,f"))
 
 
 @dsl_user_op
