@@ -245,8 +245,8 @@ def test_huge_scores_name_the_problem(mode, q_mul, k_mul):
 
 
 def test_fp8_fold_breaks_past_the_score_limit(monkeypatch):
-    # fp8 takes p = 2^fl(s qk - m), the kernels' FMA fold: the row max's own exponent is z's
-    # rounding error, up to ulp(m) / 2, not 0. At k * 1e30 (|m| ~ 2^103) 2^that overflows or
+    # fp8 takes p = 2^fl(s qk + fl(8 - m)), the kernels' FMA fold: the row max's own exponent is 8
+    # plus z's rounding errors, each up to ulp(m) / 2, not exactly 8. At k * 1e30 (|m| ~ 2^103) 2^that overflows or
     # vanishes, so without the range check rows come out NaN, as they did on the H200.
     monkeypatch.setattr(reference, "check_score_range", lambda *args: None)
     q, _, v = (t.float() for t in _qkv(1, 200, 200, 2, 128, seed=19))

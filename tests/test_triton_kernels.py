@@ -120,7 +120,7 @@ def test_unsupported_inputs_are_refused_with_a_reason():
 @pytest.mark.parametrize("q_mul, k_mul", [(1e8, 1.0), (1.0, 1e30)])
 def test_huge_scores_raise_like_the_reference(mode, q_mul, k_mul):
     # Without the range check these inputs gave NaN rows: direct-p's bias loses its 120, and
-    # fp8's FMA fold (p = 2^fl(s qk - m)) overflows on the row max's own rounding error.
+    # fp8's FMA fold (p = 2^fl(s qk + fl(8 - m))) overflows on the row max's own rounding error.
     q, k, v = (t.float() for t in _inputs(1, 130, 130, 1, 64, seed=5))
     with pytest.raises(ValueError, match=rf"{mode}: q \. k"):
         reference.attention(q * q_mul, k * k_mul, v, mode)

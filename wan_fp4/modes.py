@@ -38,9 +38,10 @@ DIRECT_P_HEADROOM = 24  # codes (3 log2 units); chosen by measurement (docs/SM90
 # The largest |score| z = s * scale * log2(e) (log2 units) the FP8 modes take; larger inputs raise.
 # Both fold the score scale into one FMA against the row's reference m (fp8: the rounded row max
 # fl(max s * qk); direct-p: its row reference, within a few log2 units of that max):
-# fp8 p = 2^fl(s qk - m), direct-p t = fma(s, 8 qk, fl(120 - 8 m)). The reference's own argument is
-# then z's rounding error, up to ulp(m) / 2, which grows with m. Below 2^19 it is at most 2^-6:
-# fp8's largest p is within 1.1% of 1, and direct-p's t within 3/8 of a byte of 8 (z - m) + 120.
+# fp8 p = 2^fl(s qk + fl(8 - m)), direct-p t = fma(s, 8 qk, fl(120 - 8 m)). The reference's own
+# argument is then z's rounding error, up to ulp(m) / 2, which grows with m, and fp8 adds fl(8 - m)'s
+# rounding, as large. Below 2^19 each is at most 2^-6: fp8's largest p is within 2.2% of 256, and
+# direct-p's t within 3/8 of a byte of 8 (z - m) + 120.
 # Beyond, fp8's 256 p saturates E4M3 from |m| ~ 2^24 (wrong rows) and overflows to inf from 2^31
 # (NaN rows), and direct-p's rounding of 8 m swallows the 120, so whole rows can round to byte 0.
 MAX_SCORE_LOG2 = 2.0**19
