@@ -93,6 +93,8 @@ def test_fp8_folds_p_scale_into_the_exponent():
     f8 = ptx_of(compile_kernel("fp8", 128, options=KEEP))
     assert _ex2_count(f8) % 66 == 0  # per copy of the softmax code: 64 scores + 2 row rescales
     assert "0f43800000" not in f8  # 256.0
+    # fp8's default takes turns (pingpong 2): the turn-taking named barriers
+    assert re.search(r"\bbar(rier)?(\.cta)?\.arrive", f8) and re.search(r"\bbar(rier)?(\.cta)?\.sync", f8)
 
 
 def _cuobjdump():
@@ -380,6 +382,8 @@ def test_prebuilt_names_carry_the_options_that_differ_from_the_mode_default():
     assert aot.kernel_name("fp8", 128, {"intra": False}) == "wanfp4_sm90_fp8_d128_intra0"
     assert aot.kernel_name("direct-p", 64, {"pingpong": True, "stages": 3}) == "wanfp4_sm90_directp_d64_pingpong1_stages3"
     assert sm90.default_config("direct-p")["f16_bytes"] and not sm90.default_config("fp8")["f16_bytes"]
+    assert sm90.default_config("fp8")["pingpong"] == 2 and sm90.default_config("direct-p")["pingpong"] == 0
+    assert aot.kernel_name("fp8", 128, {"pingpong": 0}) == "wanfp4_sm90_fp8_d128_pingpong0"
     assert aot.kernel_name("direct-p", 128, {"f16_bytes": True}) == "wanfp4_sm90_directp_d128"
     assert (aot.kernel_name("direct-p", 128, {"f16_bytes": False, "headroom": 0})
             == "wanfp4_sm90_directp_d128_f16_bytes0_headroom0")
