@@ -24,8 +24,8 @@ QK_SCALE_BLOCK = 128  # tokens per FP8 Q/K scale
 
 E4M3_MAX = 448.0
 E4M3_ONE = 0x38  # the E4M3 byte of 1.0
-FP8_P_SCALE = 256.0  # fp8 mode feeds E4M3(256 * p) to the PV product
-LOG2_P_SCALE = 8.0  # log2(FP8_P_SCALE): fp8 adds it to the exponent's argument, ex2(z - m + 8)
+# fp8 feeds E4M3(256 p) to the PV product, the 256 added to the exponent's argument: ex2(z - m + 8)
+LOG2_P_SCALE = 8.0
 
 # direct-p: byte = rne(8 x + 120), read as an E4M3 byte (~ 256 * 2^x), x = (s - r) c against the
 # row's reference r (docs/NUMERICS.md, "Row reference"): r is set DIRECT_P_HEADROOM codes above the

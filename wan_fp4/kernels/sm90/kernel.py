@@ -34,7 +34,6 @@ wgmma computes the denominator l = sum of the same E4M3 values in acc column D.
 """
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import cuda.bindings.driver as cuda
