@@ -54,8 +54,8 @@ def test_global_addressing_is_64_bit(built):
     _, ptx, _ = built
     audit = AddressAudit(ptx)
     accesses = global_accesses(audit.instrs)
-    assert any(a.op.startswith("st.global.b16") for a in accesses)  # the BF16 O stores
-    assert any(a.op.startswith("st.global.b32") for a in accesses)  # the LSE stores
+    assert any(a.op.startswith("st.global.b32") for a in accesses)  # O (BF16 pairs) and LSE stores
+    assert not any(a.op.startswith("st.global.b16") for a in accesses)  # no lone BF16 stores
     for a in accesses:
         assert audit.uses_batch(a), a.text
         bad = audit.narrow_products(a)
@@ -138,6 +138,26 @@ def _sass(tmp_path, **cfg) -> str:
     if run.returncode != 0:
         pytest.skip(f"cuobjdump cannot read an sm_90a cubin: {run.stderr.strip()[:200]}")
     return run.stdout
+
+
+@pytest.mark.parametrize("mode", ["direct-p", "fp8"])
+def test_sass_epilogue_loads_the_v_scales_before_storing_o(tmp_path, mode):
+    """The epilogue's global loads (the V channel scales) all come before its first global store,
+    and O leaves in 32-bit words (BF16 pairs): a load after a store would wait for it (the compiler
+    cannot rule out aliasing), one L2 round trip per column, most of a short call's kernel time."""
+    exe = _cuobjdump()
+    if exe is None:
+        pytest.skip("no cuobjdump (CUDA toolkit or triton) to disassemble the cubin")
+    path = tmp_path / f"{mode}.cubin"
+    path.write_bytes(cubin_of(compile_kernel(mode, 128, options=KEEP)))
+    sass = subprocess.run([exe, "-sass", str(path)], capture_output=True, text=True).stdout
+    ops = re.findall(r"\b(LDG|STG)(\.[A-Z0-9.]+)?\s", sass)
+    first_store = next(i for i, (op, _) in enumerate(ops) if op == "STG")
+    # every load of the kernel (the per-tile K scales, then one V scale per column a thread holds,
+    # D / 4 of them) comes before the first store
+    assert sum(op == "LDG" for op, _ in ops[:first_store]) >= 128 // 4
+    assert all(op == "STG" for op, _ in ops[first_store:]), ops
+    assert not any(op == "STG" and ".U16" in suffix for op, suffix in ops)
 
 
 @pytest.mark.parametrize("cfg", [{}, {"headroom": 0}, {"f16_bytes": False, "headroom": 0}])

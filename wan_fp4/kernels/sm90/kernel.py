@@ -46,9 +46,9 @@ from cutlass import Float32, Int32, const_expr
 from cutlass.cute.nvgpu import cpasync, warpgroup
 
 from ...modes import DIRECT_P_ONE, DIRECT_P_SLOPE, DIRECT_P_TOP, LN2, LOG2_P_SCALE, TILE_N
-from .ptx import (add_f16x2, cvt_f16x2_relu, ex2_approx, f16x2_max_f32, f16x2_splat, fma_f32, fma_sat_f32,
-                  lg2_approx, low_bytes_of_halves, max_f16x2, mul_f32, pack_e4m3x4, pack_f16_low_bytes,
-                  pack_low_bytes)
+from .ptx import (add_f16x2, cvt_bf16x2, cvt_f16x2_relu, ex2_approx, f16x2_max_f32, f16x2_splat, fma_f32,
+                  fma_sat_f32, lg2_approx, low_bytes_of_halves, max_f16x2, mul_f32, pack_e4m3x4,
+                  pack_f16_low_bytes, pack_low_bytes)
 
 F8 = cutlass.Float8E4M3FN
 WG_M = 64  # query rows per consumer warp group
@@ -222,7 +222,10 @@ class Sm90Attention:
         mVt = cute.make_tensor(
             p_vt, cute.make_layout((dv, skv_pad, (h, b)), stride=(skv_pad, 1, (w(dv) * skv_pad, w(h) * dv * skv_pad)))
         )
-        mO = cute.make_tensor(p_o, cute.make_layout((s_q, d, (h, b)), stride=(w(h) * d, 1, (d, w(s_q) * h * d))))
+        # O as 32-bit words, each two adjacent BF16 columns (the epilogue stores pairs)
+        dw = d // 2
+        mO = cute.make_tensor(cute.recast_ptr(p_o, dtype=Int32),
+                              cute.make_layout((s_q, dw, (h, b)), stride=(w(h) * dw, 1, (dw, w(s_q) * h * dw))))
         mL = cute.make_tensor(p_lse, cute.make_layout((s_q, (h, b)), stride=(1, (w(s_q), w(h) * s_q))))
         mSq = cute.make_tensor(p_sq, cute.make_layout((n_qb, (h, b)), stride=(1, (w(n_qb), w(h) * n_qb))))
         mSk = cute.make_tensor(p_sk, cute.make_layout((n_kb, (h, b)), stride=(1, (w(n_kb), w(h) * n_kb))))
@@ -498,7 +501,13 @@ class Sm90Attention:
                 self.promote(regs)
 
         # ---------------- epilogue: O = acc * sv / l, BF16, rows past s_q clipped
-        gO = mO[None, None, (hh, bb)]
+        # The V scales of this thread's columns, all loaded before the first store: a load after
+        # a store waits for it (they might alias), which made the epilogue 64 serial round trips.
+        sv = cute.make_rmem_tensor((self.d // 4,), Float32)
+        for j in cutlass.range_constexpr(self.d // 8):
+            for cc in cutlass.range_constexpr(2):
+                sv[2 * j + cc] = mSv[8 * j + 2 * quad + cc, (hh, bb)]
+        gO = mO[None, None, (hh, bb)]  # (S_q, D / 2): column pairs
         for hf in cutlass.range_constexpr(2):
             if const_expr(self.direct):
                 # l sits in accumulator column D, held by the quad's first thread
@@ -512,10 +521,10 @@ class Sm90Attention:
                     # natural-log LSE; l_tot carries the factor 256 of P in both modes
                     mL[r, (hh, bb)] = LN2 * (m_run[hf] + lg2_approx(l_tot) - LOG2_P_SCALE)
                 for j in cutlass.range_constexpr(self.d // 8):
-                    for cc in cutlass.range_constexpr(2):
-                        col = 8 * j + 2 * quad + cc
-                        val = acc_o[cc + 2 * hf + 4 * j] * mSv[col, (hh, bb)] * inv_l
-                        gO[r, col] = val.to(cutlass.BFloat16)
+                    # columns 8j + 2 quad and the next, one 32-bit store
+                    lo = acc_o[2 * hf + 4 * j] * sv[2 * j] * inv_l
+                    hi = acc_o[1 + 2 * hf + 4 * j] * sv[2 * j + 1] * inv_l
+                    gO[r, 4 * j + quad] = cvt_bf16x2(lo, hi)
 
     @cute.jit
     def wait_my_turn(self, wgc):

@@ -109,6 +109,13 @@ def cvt_f16x2_relu(a, b, *, loc=None, ip=None) -> Int32:
 
 
 @dsl_user_op
+def cvt_bf16x2(a, b, *, loc=None, ip=None) -> Int32:
+    """cvt.rn.bf16x2.f32: a in the low half, b in the high (1 F2FP)."""
+    vals = [Float32(x).ir_value(loc=loc, ip=ip) for x in (a, b)]
+    return Int32(_asm(T.i32(), vals, "cvt.rn.bf16x2.f32 $0, $2, $1;", "=r,f,f"))
+
+
+@dsl_user_op
 def low_bytes_of_halves(lo, hi, *, loc=None, ip=None) -> Int32:
     """The low byte of each 16-bit half of lo and hi, packed low-to-high (1 PRMT)."""
     vals = [Int32(x).ir_value(loc=loc, ip=ip) for x in (lo, hi)]
