@@ -85,15 +85,26 @@ def test_layout_padding_and_strided_input(backend):
     _assert_same_as_reference(prep, q, k, v)
 
 
-def test_column_stats_pass_has_the_reference_bits():
-    """The Triton pass for the K mean (float64 partial sums over 1024-key chunks) and the V channel
-    amax equals reference.key_mean and the torch amax bit for bit, across several chunks, with
-    strided (B, S, H, D) inputs and a K whose mean is large."""
+@pytest.mark.parametrize("chunk", [None, *prepare.STATS_CHUNKS])
+def test_column_stats_pass_has_the_reference_bits(chunk):
+    """The Triton pass for the K mean (float64 partial sums over key chunks of every length it
+    picks from) and the V channel amax equals reference.key_mean and the torch amax bit for bit,
+    across several chunks, with strided (B, S, H, D) inputs and a K whose mean is large."""
     q, k, v = _inputs(2, 10, 2500, 3, 64, seed=21)
     ks, vs = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (k, v))
-    k_mean, v_amax = prepare._column_stats_triton(ks, vs)
+    k_mean, v_amax = prepare._column_stats_triton(ks, vs, chunk)
     assert torch.equal(k_mean, reference.key_mean(k))
     assert torch.equal(v_amax, prepare._v_amax(v))
+
+
+def test_stats_chunk_keeps_every_sm_busy():
+    """Long sequences keep 512-key chunks; short ones get shorter chunks, so that there are about
+    four programs per SM (H200: 132 SMs)."""
+    assert prepare.stats_chunk(75600, 40, 132) == 512
+    assert prepare.stats_chunk(7680, 40, 132) == 512  # 15 chunks x 40 heads = 600 programs
+    assert prepare.stats_chunk(4096, 40, 132) == 256
+    assert prepare.stats_chunk(1024, 40, 132) == 64  # 16 x 40 = 640; 128-key chunks give 320
+    assert prepare.stats_chunk(100, 1, 132) == 64  # never below the shortest
 
 
 PERM = tuple((7 * i + 3) % 32 for i in range(32))  # any permutation of a 32-key block

@@ -437,7 +437,23 @@ if triton is not None:
             tl.store(stats_ptr + offs, tl.zeros((8,), tl.float32), mask=offs < _RANGE_STATS)
 
 
-_STATS_CHUNK = 512
+STATS_CHUNKS = (512, 256, 128, 64)  # keys per column-statistics program, longest first
+_PROGRAMS_PER_SM = 4
+
+
+@lru_cache(maxsize=None)
+def _sm_count(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 1
+
+
+def stats_chunk(s: int, bh: int, sms: int) -> int:
+    """Keys per column-statistics program: the longest of STATS_CHUNKS that still gives every SM
+    about four programs (B*H * S / chunk of them); a short sequence in 512-key chunks would leave
+    most SMs idle (80 programs at B1 H40 S1024 on 132 SMs)."""
+    for chunk in STATS_CHUNKS:
+        if -(-s // chunk) * bh >= _PROGRAMS_PER_SM * sms:
+            return chunk
+    return STATS_CHUNKS[-1]
 
 
 def _carve(dtype, device, *shapes) -> list:
@@ -454,28 +470,29 @@ def _carve(dtype, device, *shapes) -> list:
     return views
 
 
-def _column_stats_into(k, v, k_mean, v_amax, range_stats) -> None:
+def _column_stats_into(k, v, k_mean, v_amax, range_stats, chunk=None) -> None:
     """K mean and V channel amax, each (B, H, D) float32, written by two Triton launches (partials
     over key chunks, then their totals): the same bits as reference.key_mean and _v_amax (the
     partial sums are exact in float64, so their order does not matter). Also zeroes range_stats
-    (see _quant_kernel)."""
+    (see _quant_kernel). chunk: keys per program (default `stats_chunk`)."""
     B, S, H, D = k.shape
-    n_chunks = -(-S // _STATS_CHUNK)
+    chunk = stats_chunk(S, B * H, _sm_count(k.device)) if chunk is None else chunk
+    n_chunks = -(-S // chunk)
     part = (B * H, n_chunks, D)
     ksum, vmax = _carve(torch.float64, k.device, part, part)
     vmax = vmax.view(-1).view(torch.float32)[: math.prod(part)].view(part)  # float32, in half the room
     block_d = triton.next_power_of_2(D)
     _column_stats_kernel[(n_chunks, B * H)](k, v, ksum, vmax, S, H, n_chunks, *k.stride(), *v.stride(),
-                                            D=D, BLOCK_D=block_d, CHUNK=_STATS_CHUNK, ROWS=32, num_warps=4)
+                                            D=D, BLOCK_D=block_d, CHUNK=chunk, ROWS=32, num_warps=4)
     _column_totals_kernel[(B * H,)](ksum, vmax, k_mean, v_amax, range_stats, S, n_chunks,
                                     D=D, BLOCK_D=block_d, num_warps=4)
 
 
-def _column_stats_triton(k, v):
+def _column_stats_triton(k, v, chunk=None):
     """(K mean, V channel amax) of `_column_stats_into`, in fresh tensors."""
     B, _, H, D = k.shape
     k_mean, v_amax, range_stats = _carve(torch.float32, k.device, (B, H, D), (B, H, D), (RANGE_STATS,))
-    _column_stats_into(k, v, k_mean, v_amax, range_stats)
+    _column_stats_into(k, v, k_mean, v_amax, range_stats, chunk)
     return k_mean, v_amax
 
 
