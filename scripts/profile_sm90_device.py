@@ -3,7 +3,8 @@
     ncu --set full -k regex:'Sm90Attention|nvjet|gemm' -o prof python scripts/profile_sm90_device.py launch
     python scripts/profile_sm90_device.py prepass     # times the quantisation pre-pass, part by part
 
-launch: the sm90 kernel of --mode (default direct-p) at --shape (default B1 H12 S32760 D128) on prepared operands (the default config,
+launch: the sm90 kernel of --mode (default direct-p) at --shape (default B1 H12 S32760 D128; keys
+  --s-kv, default S) on prepared operands (the default config,
   then each --configs JSON; prebuilt kernels, from --prebuilt-dir if given), then a cuBLAS FP8
   GEMM 8192^3 (the tensor-core reference the kernel is read against: tensor-pipe activity, issue
   stalls, clocks).
@@ -14,6 +15,10 @@ percall: where a short call's time goes, at B1 H40 S1024 (the fixed per-call cos
   (no host work; the score check is skipped under capture), beside torch SDPA's cuDNN BF16 the
   same two ways; then torch.profiler over 100 eager calls (each op's CPU and CUDA time, kernels
   per call); a Chrome trace goes to --trace if given.
+waves: the kernel's fixed cost per CTA. One head, one and two full waves of query tiles (one CTA
+  per SM, 132 SMs) against key lengths 128-8,192, each launch timed replayed from a CUDA graph (no
+  host work): two waves minus one is one CTA's whole time at that key length, fitted to
+  T0 + n * t over its n key tiles; one wave minus that is the launch itself.
 """
 from __future__ import annotations
 
@@ -34,9 +39,10 @@ def _rand(b, s, h, d):
     return torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16)
 
 
-def launch(configs, shape=(1, 12, 32760, 128), mode="direct-p"):
+def launch(configs, shape=(1, 12, 32760, 128), mode="direct-p", s_kv=None):
     b, h, s, d = shape
-    q, k, v = _rand(b, s, h, d), _rand(b, s, h, d), _rand(b, s, h, d)
+    s_kv = s if s_kv is None else s_kv
+    q, k, v = _rand(b, s, h, d), _rand(b, s_kv, h, d), _rand(b, s_kv, h, d)
     ops = prepare.prepare_fp8(q, k, v, **v_layout_args(mode))
     out = torch.empty(b, s, h, d, dtype=torch.bfloat16, device="cuda")
     lse = torch.empty(b, h, s, dtype=torch.float32, device="cuda")
@@ -106,6 +112,19 @@ def percall(trace=None, calls=100):
         replay()
         replay_ms = _per_call_ms(replay, 5) / calls
         print(f"B1 H40 S1024 D128 {name:26s} per call: eager {eager:.3f} ms, CUDA graph {replay_ms:.3f} ms", flush=True)
+    # the host's share, piece by piece: each runs ahead of a GPU that finishes it sooner
+    ops = prepare.prepare_fp8(q, k, v, **v_layout_args("direct-p"))
+    pieces = {
+        "prepare_fp8 (three Triton launches)": lambda: prepare.prepare_fp8(q, k, v, **v_layout_args("direct-p")),
+        "sm90.launch (the prebuilt kernel)": lambda: sm90.launch(ops, "direct-p", 128, prebuilt=True),
+        "score check start + finish": lambda: ops.start_score_range_check("direct-p", 128 ** -0.5).finish(),
+        "sm90.run (pre-pass, launch, check)": lambda: sm90.run(q, k, v, "direct-p"),
+        "wan_fp4.attention (all of it)": ours,
+    }
+    for name, fn in pieces.items():
+        for _ in range(20):
+            fn()
+        print(f"host per call, {name:38s} {_per_call_ms(fn, calls) * 1e3:7.1f} us", flush=True)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(calls):
             ours()
@@ -118,23 +137,58 @@ def percall(trace=None, calls=100):
         prof.export_chrome_trace(trace)
 
 
+def waves(mode="direct-p", d=128, configs=({},), launches=20):
+    from wan_fp4.eval.bench_attention import graphed
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    lengths = (128, 256, 512, 1024, 2048, 4096, 8192)
+    for config in configs:
+        per_cta = []
+        for s_kv in lengths:
+            k, v = _rand(1, s_kv, 1, d), _rand(1, s_kv, 1, d)
+            wave_ms = []
+            for n_waves in (1, 2):
+                s_q = 128 * sms * n_waves
+                q = _rand(1, s_q, 1, d)
+                ops = prepare.prepare_fp8(q, k, v, **v_layout_args(mode))
+                out = torch.empty(1, s_q, 1, d, dtype=torch.bfloat16, device="cuda")
+                lse = torch.empty(1, 1, s_q, dtype=torch.float32, device="cuda")
+                replay = graphed(lambda: sm90.launch(ops, mode, d, config=config, out=out, lse=lse, prebuilt=True),
+                                 launches)
+                replay()
+                wave_ms.append(min(_per_call_ms(replay, 10) for _ in range(5)) / launches)
+            cta_us = (wave_ms[1] - wave_ms[0]) * 1e3
+            per_cta.append(cta_us)
+            print(f"{mode} D{d} {json.dumps(config)} S_kv {s_kv:5d}: one wave {wave_ms[0] * 1e3:7.2f} us, two "
+                  f"{wave_ms[1] * 1e3:7.2f} us; one CTA {cta_us:7.2f} us, the launch {(2 * wave_ms[0] - wave_ms[1]) * 1e3:6.2f} us",
+                  flush=True)
+        n = torch.tensor([s / 128 for s in lengths], dtype=torch.float64)
+        a = torch.stack([torch.ones_like(n), n], 1)
+        t0, t = torch.linalg.lstsq(a, torch.tensor(per_cta, dtype=torch.float64).unsqueeze(1)).solution.squeeze(1).tolist()
+        print(f"{mode} D{d} {json.dumps(config)}: one CTA = {t0:.2f} us + {t:.3f} us per key tile "
+              f"(the fixed part = {t0 / t:.1f} key tiles)", flush=True)
+
+
 def main():
     from wan_fp4.eval.bench_attention import parse_shape, use_prebuilt_dir
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["launch", "prepass", "percall"])
+    ap.add_argument("what", choices=["launch", "prepass", "percall", "waves"])
     ap.add_argument("--configs", nargs="*", type=json.loads, default=[])
     ap.add_argument("--prebuilt-dir", default=None)
     ap.add_argument("--trace", default=None, help="percall: write a Chrome trace here")
     ap.add_argument("--shape", type=parse_shape, default=(1, 12, 32760, 128), help="launch: BxHxSxD")
+    ap.add_argument("--s-kv", type=int, default=None, help="launch: the key length (default: the shape's S)")
     ap.add_argument("--mode", choices=("direct-p", "fp8"), default="direct-p", help="launch: the kernel's mode")
     args = ap.parse_args()
 
     use_prebuilt_dir(args.prebuilt_dir)
     if args.what == "launch":
-        launch([{}] + args.configs, args.shape, args.mode)
+        launch([{}] + args.configs, args.shape, args.mode, args.s_kv)
     elif args.what == "prepass":
         prepass()
+    elif args.what == "waves":
+        waves(args.mode, args.shape[3], [{}] + args.configs)
     else:
         percall(args.trace)
 
