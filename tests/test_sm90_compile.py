@@ -570,6 +570,19 @@ def test_aot_prebuilt_manifest_matches_kernel_sources():
                 assert (aot.PREBUILT.directory / f"{name}{ext}").is_file(), f"run `{rebuild}`"
 
 
+def test_launch_refuses_operands_off_a_16_byte_boundary():
+    """The kernel assumes 16-byte aligned operands and stores O in 4-byte words: an `out` that is a
+    view at an odd offset gets a clear error naming it, before anything is launched."""
+    from wan_fp4.kernels import prepare
+
+    q = torch.randn(1, 128, 2, 128, dtype=torch.bfloat16)
+    ops = prepare.prepare_fp8(q, q, q, backend="torch", **sm90.layout.v_layout_args("direct-p"))
+    room = torch.empty(1 * 128 * 2 * 128 + 1, dtype=torch.bfloat16)
+    out = room[1:].view(1, 128, 2, 128)  # contiguous, 2 bytes past an aligned start
+    with pytest.raises(ValueError, match="operand out must start on a 16-byte boundary"):
+        sm90.launch(ops, "direct-p", 128, out=out)
+
+
 def test_huge_scores_raise_instead_of_returning_the_output(monkeypatch):
     """sm90_attention checks the score range on the pre-pass's operands, as the reference does (the
     kernel's direct-p map assumes |m| < 2^19). The kernel is queued before the check waits, so

@@ -64,9 +64,13 @@ def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, 
     if lse is None:
         lse = torch.empty(b, h, ops.seq_q, dtype=torch.float32, device=ops.q8.device)
     tensors = (ops.q8, ops.k8, vt, out, lse, ops.q_scale, ops.k_scale, ops.v_scale)
-    for t in tensors:
+    for name, t in zip(("q8", "k8", "vt", "out", "lse", "q_scale", "k_scale", "v_scale"), tensors):
         if not t.is_contiguous():
-            raise ValueError("sm90 kernel operands must be contiguous")
+            raise ValueError(f"sm90 kernel operand {name} must be contiguous")
+        # the kernel is compiled for 16-byte aligned operands (compile.py), and stores O in 4-byte words
+        if t.data_ptr() % 16:
+            raise ValueError(f"sm90 kernel operand {name} must start on a 16-byte boundary, got address "
+                             f"{t.data_ptr():#x} (a view at an offset into a larger tensor?)")
     c = log2_scale(default_scale(head_dim) if scale is None else float(scale))
     sizes = (b, h, ops.seq_q, ops.seq_kv)
     raw_stream = torch.cuda.current_stream(ops.q8.device).cuda_stream
