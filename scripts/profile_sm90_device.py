@@ -8,8 +8,8 @@ launch: the sm90 kernel of --mode (default direct-p) at --shape (default B1 H12 
   then each --configs JSON; prebuilt kernels, from --prebuilt-dir if given), then a cuBLAS FP8
   GEMM 8192^3 (the tensor-core reference the kernel is read against: tensor-pipe activity, issue
   stalls, clocks).
-prepass: triton.testing.do_bench medians of the pre-pass's kernels (column statistics, the three
-  quantise kernels at two warp counts) and of the whole pre-pass, at the Wan shapes.
+prepass: triton.testing.do_bench medians of the pre-pass's column statistics and of the whole
+  pre-pass, at H40 S1024, 4096 and 7680 and at the Wan shapes.
 percall: where a short call's time goes, at B1 H40 S1024 (the fixed per-call cost dominates there):
   wall time per call of wan_fp4.attention (direct-p, sm90) eagerly and replayed from a CUDA graph
   (no host work; the score check is skipped under capture), beside torch SDPA's cuDNN BF16 the
@@ -58,7 +58,7 @@ def prepass():
     """The pre-pass's column statistics, and the whole pre-pass, to see where its time goes."""
     import triton.testing as tt
 
-    for b, h, s in ((1, 12, 32760), (1, 40, 32760), (1, 40, 75600)):
+    for b, h, s in ((1, 40, 1024), (1, 40, 4096), (1, 40, 7680), (1, 12, 32760), (1, 40, 32760), (1, 40, 75600)):
         d = 128
         q, k, v = _rand(b, s, h, d), _rand(b, s, h, d), _rand(b, s, h, d)
         k_mean, v_amax = prepare._column_stats_triton(k, v)
