@@ -16,7 +16,7 @@ percall: where a short call's time goes, at B1 H40 S1024 (the fixed per-call cos
   same two ways; then torch.profiler over 100 eager calls (each op's CPU and CUDA time, kernels
   per call); a Chrome trace goes to --trace if given.
 waves: the kernel's fixed cost per CTA. One head, one and two full waves of query tiles (one CTA
-  per SM, 132 SMs) against key lengths 128-8,192, each launch timed replayed from a CUDA graph (no
+  per SM; a tile is the config's 64 rows per consumer warp group) against key lengths 128-8,192, each launch timed replayed from a CUDA graph (no
   host work): two waves minus one is one CTA's whole time at that key length, fitted to
   T0 + n * t over its n key tiles; one wave minus that is the launch itself.
 """
@@ -143,12 +143,13 @@ def waves(mode="direct-p", d=128, configs=({},), launches=20):
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     lengths = (128, 256, 512, 1024, 2048, 4096, 8192)
     for config in configs:
+        tile_m = 64 * {**sm90.default_config(mode), **config}["n_wg"]  # query rows per CTA
         per_cta = []
         for s_kv in lengths:
             k, v = _rand(1, s_kv, 1, d), _rand(1, s_kv, 1, d)
             wave_ms = []
             for n_waves in (1, 2):
-                s_q = 128 * sms * n_waves
+                s_q = tile_m * sms * n_waves
                 q = _rand(1, s_q, 1, d)
                 ops = prepare.prepare_fp8(q, k, v, **v_layout_args(mode))
                 out = torch.empty(1, s_q, 1, d, dtype=torch.bfloat16, device="cuda")
