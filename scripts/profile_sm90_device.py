@@ -1,20 +1,23 @@
 """One launch of each thing worth profiling on the H200, for Nsight Compute to wrap:
 
     ncu --set full -k regex:'Sm90Attention|nvjet|gemm' -o prof python scripts/profile_sm90_device.py launch
-    python scripts/profile_sm90_device.py prepass     # times the quantisation pre-pass, part by part
+    python scripts/profile_sm90_device.py prepass     # checks and times the quantisation pre-pass
 
 launch: the sm90 kernel of --mode (default direct-p) at --shape (default B1 H12 S32760 D128; keys
   --s-kv, default S) on prepared operands (the default config,
   then each --configs JSON; prebuilt kernels, from --prebuilt-dir if given), then a cuBLAS FP8
   GEMM 8192^3 (the tensor-core reference the kernel is read against: tensor-pipe activity, issue
   stalls, clocks).
-prepass: triton.testing.do_bench medians of the pre-pass's column statistics and of the whole
-  pre-pass, at H40 S1024, 4096 and 7680 and at the Wan shapes.
+prepass: the pre-pass's bytes against the torch path's (several calls), then triton.testing.do_bench
+  medians of it with each key chunk (eagerly, and replayed from a CUDA graph: the GPU's share), and
+  the rate of the bytes it must move, at H40 S1024, 4096 and 7680 and at the Wan shapes.
 percall: where a short call's time goes, at B1 H40 S1024 (the fixed per-call cost dominates there):
   wall time per call of wan_fp4.attention (direct-p, sm90) eagerly and replayed from a CUDA graph
   (no host work; the score check is skipped under capture), beside torch SDPA's cuDNN BF16 the
   same two ways; then torch.profiler over 100 eager calls (each op's CPU and CUDA time, kernels
   per call); a Chrome trace goes to --trace if given.
+short: the kernel alone at B1 H40 D128, S 1,024-16,384, from a CUDA graph, for the default config
+  and each --configs (each one's output compared bit for bit with the default's).
 waves: the kernel's fixed cost per CTA. One head, one and two full waves of query tiles (one CTA
   per SM; a tile is the config's 64 rows per consumer warp group) against key lengths 128-8,192, each launch timed replayed from a CUDA graph (no
   host work): two waves minus one is one CTA's whole time at that key length, fitted to
@@ -54,25 +57,84 @@ def launch(configs, shape=(1, 12, 32760, 128), mode="direct-p", s_kv=None):
     torch.cuda.synchronize()
 
 
-def prepass():
-    """The pre-pass's column statistics, and the whole pre-pass, to see where its time goes."""
+def prepass(repeats=5):
+    """The pre-pass at H40 S1024, 4096 and 7680 and at the Wan shapes: its bytes against the
+    torch path's on the GPU, in `repeats` calls (a sum whose order depended on scheduling would
+    show as a call that differs), then its time with the default key chunk and each of
+    STATS_CHUNKS, eagerly and from a CUDA graph, and the rate of the bytes any pre-pass must move
+    (Q, K, V read once, codes written; this one reads K and V twice)."""
     import triton.testing as tt
 
+    from wan_fp4.eval.bench_attention import graphed
+
+    layout = v_layout_args("direct-p")
+    names = ("q8", "k8", "v8t", "q_scale", "k_scale", "v_scale", "k_mean", "range_stats")
     for b, h, s in ((1, 40, 1024), (1, 40, 4096), (1, 40, 7680), (1, 12, 32760), (1, 40, 32760), (1, 40, 75600)):
         d = 128
         q, k, v = _rand(b, s, h, d), _rand(b, s, h, d), _rand(b, s, h, d)
-        k_mean, v_amax = prepare._column_stats_triton(k, v)
-        from wan_fp4.reference import key_mean
-
-        same = torch.equal(k_mean, key_mean(k)) and torch.equal(v_amax, prepare._v_amax(v))
-        print(f"B{b} H{h} S{s}  column stats == reference key_mean / torch amax (bitwise): {same}", flush=True)
-        parts = {"column stats (K mean, V amax: partials + totals)": lambda: prepare._column_stats_triton(k, v)}
-        parts["whole pre-pass, sm90 direct-p layout"] = lambda: prepare.prepare_fp8(q, k, v, **v_layout_args("direct-p"))
-        for name, fn in parts.items():
-            ms = tt.do_bench(fn, warmup=25, rep=200, return_mode="median")
-            print(f"B{b} H{h} S{s}  {name:44s} {ms:.3f} ms", flush=True)
-        del q, k, v
+        k = k + 2.0 * torch.randn(b, 1, h, d, device="cuda", dtype=torch.bfloat16)  # a mean worth smoothing
+        want = prepare.prepare_fp8(q, k, v, backend="torch", **layout)
+        differing = []
+        for i in range(repeats):
+            got = prepare.prepare_fp8(q, k, v, **layout)
+            for name in names:
+                x, y = getattr(got, name), getattr(want, name)
+                if x.dtype == torch.float8_e4m3fn:
+                    x, y = x.view(torch.uint8), y.view(torch.uint8)
+                if not torch.equal(x, y):
+                    differing.append(f"{name} (call {i})")
+        print(f"B{b} H{h} S{s}  pre-pass == torch path, bitwise, {repeats} calls: "
+              f"{'yes' if not differing else 'NO: ' + ', '.join(differing)}", flush=True)
+        moved = 3 * q.numel() * 2 + want.q8.numel() + want.k8.numel() + want.v8t.numel()
+        chunks = {"default chunk " + str(prepare.stats_chunk(s, b * h, prepare._sm_count(q.device))): None}
+        chunks.update({f"chunk {c}": c for c in prepare.STATS_CHUNKS})
+        for name, chunk in chunks.items():
+            fn = lambda q=q, k=k, v=v, chunk=chunk: prepare._prepare_triton(q, k, v, True, chunk=chunk, **layout)  # noqa: E731
+            eager = tt.do_bench(fn, warmup=25, rep=200, return_mode="median")
+            ms = tt.do_bench(graphed(fn, 10), warmup=5, rep=200, return_mode="median") / 10
+            print(f"B{b} H{h} S{s}  whole pre-pass, {name:18s} {ms:.4f} ms from a CUDA graph, {eager:.4f} eager "
+                  f"({moved / ms / 1e9:.2f} TB/s of the {moved / 1e6:.0f} MB it must move)", flush=True)
+        del q, k, v, want
         torch.cuda.empty_cache()
+
+
+def short(configs, modes=("direct-p", "fp8"), lengths=(1024, 4096, 7680, 16384), launches=20):
+    """The kernel alone at B1 H40 D128 and short lengths, replayed from a CUDA graph of `launches`
+    launches (no host work, pre-pass done before), for the default config and each of `configs`,
+    each config's output compared bit for bit with the default's."""
+    import triton.testing as tt
+
+    b, h, d = 1, 40, 128
+    for mode in modes:
+        for s in lengths:
+            q, k, v = _rand(b, s, h, d), _rand(b, s, h, d), _rand(b, s, h, d)
+            ops = prepare.prepare_fp8(q, k, v, **v_layout_args(mode))
+            out = torch.empty(b, s, h, d, dtype=torch.bfloat16, device="cuda")
+            lse = torch.empty(b, h, s, dtype=torch.float32, device="cuda")
+            times, first = [], None
+            for config in configs:
+                fn = lambda config=config, ops=ops: sm90.launch(ops, mode, d, config=config, out=out, lse=lse,  # noqa: E731
+                                                                prebuilt=True)
+                fn()
+                torch.cuda.synchronize()
+                if first is None:
+                    first = out.clone()
+                same = torch.equal(out, first)
+                stream = torch.cuda.Stream()
+                stream.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(stream):
+                    fn()
+                torch.cuda.current_stream().wait_stream(stream)
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    for _ in range(launches):
+                        fn()
+                times.append(tt.do_bench(graph.replay, warmup=5, rep=300, return_mode="median") / launches)
+                print(f"{mode} B{b} H{h} S{s} D{d} {json.dumps(config)}: kernel alone from a CUDA graph "
+                      f"{times[-1]:.4f} ms ({times[0] / times[-1]:.3f}x the default), output identical: {same}",
+                      flush=True)
+            del q, k, v, ops
+            torch.cuda.empty_cache()
 
 
 def _per_call_ms(fn, calls):
@@ -115,7 +177,7 @@ def percall(trace=None, calls=100):
     # the host's share, piece by piece: each runs ahead of a GPU that finishes it sooner
     ops = prepare.prepare_fp8(q, k, v, **v_layout_args("direct-p"))
     pieces = {
-        "prepare_fp8 (three Triton launches)": lambda: prepare.prepare_fp8(q, k, v, **v_layout_args("direct-p")),
+        "prepare_fp8 (one Triton launch, one fill)": lambda: prepare.prepare_fp8(q, k, v, **v_layout_args("direct-p")),
         "sm90.launch (the prebuilt kernel)": lambda: sm90.launch(ops, "direct-p", 128, prebuilt=True),
         "score check start + finish": lambda: ops.start_score_range_check("direct-p", 128 ** -0.5).finish(),
         "sm90.run (pre-pass, launch, check)": lambda: sm90.run(q, k, v, "direct-p"),
@@ -174,7 +236,7 @@ def main():
     from wan_fp4.eval.bench_attention import parse_shape, use_prebuilt_dir
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["launch", "prepass", "percall", "waves"])
+    ap.add_argument("what", choices=["launch", "prepass", "percall", "waves", "short"])
     ap.add_argument("--configs", nargs="*", type=json.loads, default=[])
     ap.add_argument("--prebuilt-dir", default=None)
     ap.add_argument("--trace", default=None, help="percall: write a Chrome trace here")
@@ -190,6 +252,8 @@ def main():
         prepass()
     elif args.what == "waves":
         waves(args.mode, args.shape[3], [{}] + args.configs)
+    elif args.what == "short":
+        short([{}] + args.configs)
     else:
         percall(args.trace)
 

@@ -95,6 +95,8 @@ def test_column_stats_pass_has_the_reference_bits(chunk):
     k_mean, v_amax = prepare._column_stats_triton(ks, vs, chunk)
     assert torch.equal(k_mean, reference.key_mean(k))
     assert torch.equal(v_amax, prepare._v_amax(v))
+    if chunk is not None:  # the whole pre-pass with that chunk (how the device profile times each)
+        _assert_same_as_reference(prepare._prepare_triton(q, ks, vs, hw_cvt=False, chunk=chunk), q, k, v)
 
 
 def test_stats_chunk_keeps_every_sm_busy():

@@ -516,7 +516,9 @@ def triton_usable(t: torch.Tensor) -> bool:
     return t.is_cuda and torch.cuda.get_device_capability(t.device) >= (8, 9)
 
 
-def _prepare_triton(q, k, v, hw_cvt: bool, v_perm=None, v_ones_rows=0) -> PreparedFP8:
+def _prepare_triton(q, k, v, hw_cvt: bool, v_perm=None, v_ones_rows=0, chunk=None) -> PreparedFP8:
+    """The three launches (see the module docstring); chunk: keys per column-statistics program
+    (default `stats_chunk`)."""
     B, Sq, H, D = q.shape
     Skv = k.shape[1]
     sq_pad, skv_pad = _padded(Sq), _padded(Skv)
@@ -528,7 +530,7 @@ def _prepare_triton(q, k, v, hw_cvt: bool, v_perm=None, v_ones_rows=0) -> Prepar
     v8t = torch.empty(B, H, D + v_ones_rows, skv_pad, dtype=f8, device=dev)
     q_scale, k_scale, v_scale, k_mean, v_amax, range_stats = _carve(
         torch.float32, dev, (B, H, nq), (B, H, nk), (B, H, D), (B, H, D), (B, H, D), (RANGE_STATS,))
-    _column_stats_into(k, v, k_mean, v_amax, range_stats)
+    _column_stats_into(k, v, k_mean, v_amax, range_stats, chunk)
     _quant_kernel[(nq + 2 * nk, B * H)](
         q, k, v, k_mean, v_amax, _perm_on(dev, v_perm), q8, k8, v8t.view(torch.uint8),
         q_scale, k_scale, v_scale, range_stats, Sq, Skv, H, nq, nk, *q.stride(), *k.stride(), *v.stride(),
