@@ -100,12 +100,12 @@ def test_column_stats_pass_has_the_reference_bits(chunk):
 
 
 def test_stats_chunk_keeps_every_sm_busy():
-    """Long sequences keep 512-key chunks; short ones get shorter chunks, so that there are about
-    four programs per SM (H200: 132 SMs)."""
+    """Long sequences keep 512-key chunks; short ones get shorter chunks, so that every SM has a
+    program (H200: 132 SMs)."""
     assert prepare.stats_chunk(75600, 40, 132) == 512
-    assert prepare.stats_chunk(7680, 40, 132) == 512  # 15 chunks x 40 heads = 600 programs
-    assert prepare.stats_chunk(4096, 40, 132) == 256
-    assert prepare.stats_chunk(1024, 40, 132) == 64  # 16 x 40 = 640; 128-key chunks give 320
+    assert prepare.stats_chunk(4096, 40, 132) == 512  # 8 chunks x 40 heads = 320 programs
+    assert prepare.stats_chunk(1024, 40, 132) == 256  # 4 x 40 = 160; 512-key chunks give 80
+    assert prepare.stats_chunk(1024, 12, 132) == 64  # 16 x 12 = 192
     assert prepare.stats_chunk(100, 1, 132) == 64  # never below the shortest
 
 

@@ -438,7 +438,9 @@ if triton is not None:
 
 
 STATS_CHUNKS = (512, 256, 128, 64)  # keys per column-statistics program, longest first
-_PROGRAMS_PER_SM = 4
+# Measured on the H200 (BENCHMARKS.md, 2026-12-02 second run): the pre-pass is fastest with the
+# longest chunk that still gives every SM a program (4 per SM cost 0.006-0.007 ms at 1,024-4,096 tokens)
+_PROGRAMS_PER_SM = 1
 
 
 @lru_cache(maxsize=None)
@@ -448,8 +450,8 @@ def _sm_count(device: torch.device) -> int:
 
 def stats_chunk(s: int, bh: int, sms: int) -> int:
     """Keys per column-statistics program: the longest of STATS_CHUNKS that still gives every SM
-    about four programs (B*H * S / chunk of them); a short sequence in 512-key chunks would leave
-    most SMs idle (80 programs at B1 H40 S1024 on 132 SMs)."""
+    a program (B*H * S / chunk of them); a short sequence in 512-key chunks would leave most SMs
+    idle (80 programs at B1 H40 S1024 on 132 SMs)."""
     for chunk in STATS_CHUNKS:
         if -(-s // chunk) * bh >= _PROGRAMS_PER_SM * sms:
             return chunk
