@@ -104,6 +104,8 @@ def short(configs, modes=("direct-p", "fp8"), lengths=(1024, 4096, 7680, 16384),
     each config's output compared bit for bit with the default's."""
     import triton.testing as tt
 
+    from wan_fp4.eval.bench_attention import graphed
+
     b, h, d = 1, 40, 128
     for mode in modes:
         for s in lengths:
@@ -120,16 +122,7 @@ def short(configs, modes=("direct-p", "fp8"), lengths=(1024, 4096, 7680, 16384),
                 if first is None:
                     first = out.clone()
                 same = torch.equal(out, first)
-                stream = torch.cuda.Stream()
-                stream.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(stream):
-                    fn()
-                torch.cuda.current_stream().wait_stream(stream)
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph):
-                    for _ in range(launches):
-                        fn()
-                times.append(tt.do_bench(graph.replay, warmup=5, rep=300, return_mode="median") / launches)
+                times.append(tt.do_bench(graphed(fn, launches), warmup=5, rep=300, return_mode="median") / launches)
                 print(f"{mode} B{b} H{h} S{s} D{d} {json.dumps(config)}: kernel alone from a CUDA graph "
                       f"{times[-1]:.4f} ms ({times[0] / times[-1]:.3f}x the default), output identical: {same}",
                       flush=True)
