@@ -170,7 +170,7 @@ def percall(trace=None, calls=100):
     # the host's share, piece by piece: each runs ahead of a GPU that finishes it sooner
     ops = prepare.prepare_fp8(q, k, v, **v_layout_args("direct-p"))
     pieces = {
-        "prepare_fp8 (one Triton launch, one fill)": lambda: prepare.prepare_fp8(q, k, v, **v_layout_args("direct-p")),
+        "prepare_fp8 (three Triton launches)": lambda: prepare.prepare_fp8(q, k, v, **v_layout_args("direct-p")),
         "sm90.launch (the prebuilt kernel)": lambda: sm90.launch(ops, "direct-p", 128, prebuilt=True),
         "score check start + finish": lambda: ops.start_score_range_check("direct-p", 128 ** -0.5).finish(),
         "sm90.run (pre-pass, launch, check)": lambda: sm90.run(q, k, v, "direct-p"),
