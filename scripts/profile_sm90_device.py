@@ -66,6 +66,7 @@ def prepass(repeats=5):
     import triton.testing as tt
 
     from wan_fp4.eval.bench_attention import graphed
+    from wan_fp4.eval.device_check import mismatch
 
     layout = v_layout_args("direct-p")
     names = ("q8", "k8", "v8t", "q_scale", "k_scale", "v_scale", "k_mean", "range_stats")
@@ -77,12 +78,7 @@ def prepass(repeats=5):
         differing = []
         for i in range(repeats):
             got = prepare.prepare_fp8(q, k, v, **layout)
-            for name in names:
-                x, y = getattr(got, name), getattr(want, name)
-                if x.dtype == torch.float8_e4m3fn:
-                    x, y = x.view(torch.uint8), y.view(torch.uint8)
-                if not torch.equal(x, y):
-                    differing.append(f"{name} (call {i})")
+            differing += [f"{name} (call {i})" for name in names if mismatch(getattr(got, name), getattr(want, name))]
         print(f"B{b} H{h} S{s}  pre-pass == torch path, bitwise, {repeats} calls: "
               f"{'yes' if not differing else 'NO: ' + ', '.join(differing)}", flush=True)
         moved = 3 * q.numel() * 2 + want.q8.numel() + want.k8.numel() + want.v8t.numel()

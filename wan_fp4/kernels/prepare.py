@@ -438,8 +438,8 @@ if triton is not None:
 
 
 STATS_CHUNKS = (512, 256, 128, 64)  # keys per column-statistics program, longest first
-# Measured on the H200 (BENCHMARKS.md, 2026-12-02 second run): the pre-pass is fastest with the
-# longest chunk that still gives every SM a program (4 per SM cost 0.005-0.007 ms at 1,024-4,096 tokens)
+# One program per SM is enough to keep the column statistics' reads going; shorter chunks than
+# that only add partials and programs (measured on the H200: BENCHMARKS.md)
 _PROGRAMS_PER_SM = 1
 
 
