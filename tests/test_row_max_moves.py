@@ -116,3 +116,27 @@ def test_input_families_are_the_five_named_ones_and_keep_the_shapes():
     assert sorted(set(ratio.flatten().tolist())) == [1.0, 20.0]
     assert torch.equal(torch.round(fams["channel outliers"][1] / k), ratio)
     assert int((ratio[0, 0, 0] == 20.0).sum()) == 4
+
+
+def test_rates_after_the_first_tile_leave_out_its_trigger():
+    rising, falling = row_max_moves(*_ramp(6, 1.0)), row_max_moves(*_ramp(6, -1.0))
+    assert rising["row_rate_after_first"] == 1.0 and rising["warp_group_rate_after_first"] == 1.0
+    assert falling["row_rate_after_first"] == 0.0 and falling["warp_rate_after_first"] == 0.0
+
+
+def test_pooled_moves_counts_the_headroom_rule_over_calls_of_one_shape():
+    from wan_fp4.eval.row_max_moves import pooled_moves
+
+    # rises of 40 raw (5.1 log2 units, 41 codes) per tile pass 126 from a refreshed 96 every tile;
+    # falling scores never move the reference after the first tile
+    rising, falling = _ramp(4, 40.0), _ramp(4, -40.0)
+    assert pooled_moves([rising])["row_rate_after_first"] == 1.0
+    assert pooled_moves([falling])["warp_rate_after_first"] == 0.0
+    both = pooled_moves([rising, falling])
+    assert both["calls"] == 2 and both["tiles"] == 4 and both["rows"] == 70
+    assert both["row_rate_after_first"] == 0.5 and both["warp_group_rate_after_first"] == 0.5
+    assert both["row_rate"] == pytest.approx((1.0 + 1 / 4) / 2)
+    with pytest.raises(ValueError, match="of one shape"):
+        pooled_moves([rising, _ramp(3, 40.0)])
+    with pytest.raises(ValueError, match="of one shape"):
+        pooled_moves([])

@@ -16,7 +16,7 @@ quantised operands, tile by tile as the reference walks the keys:
   `reference.headroom_codes`, the reference moved only when a code made with it rounds above 126,
   and then so that the largest lands at 120 - 8 headroom. `headroom_error` gives what that rule
   costs in accuracy against exact attention and against the running max, on the input families
-  of `input_families`.
+  of `input_families`; `pooled_moves` counts its moves over captured attention calls.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import math
 import torch
 
 from .. import reference
-from ..modes import DIRECT_P_ONE, QK_SCALE_BLOCK, TILE_N, default_scale
+from ..modes import DIRECT_P_HEADROOM, DIRECT_P_ONE, DIRECT_P_SLOPE, QK_SCALE_BLOCK, TILE_N, default_scale
 
 WARP_ROWS = 16  # query rows one consumer warp holds
 WARP_GROUP_ROWS = 64  # query rows one consumer warp group holds (one PV wgmma)
@@ -39,7 +39,8 @@ def row_max_moves(q, k, v, *, top: int | None = None, headroom: float | None = N
     None): the headroom rule instead. Returns the share of
     (row, tile) pairs that trigger, and the share of (group, tile) pairs in which any row of a
     warp's or a warp group's rows triggers (rows grouped from 0 in order, as the kernel tiles them;
-    S_q is padded with rows that never trigger). The first tile always triggers (no reference yet)."""
+    S_q is padded with rows that never trigger). The first tile always triggers (no reference yet);
+    the same rates with the suffix `_after_first` count the tiles after it only (NaN for one tile)."""
     if top is not None and not DIRECT_P_ONE <= top <= 126:
         raise ValueError(f"top must be None or an E4M3 byte in [{DIRECT_P_ONE}, 126], got {top!r}")
     if headroom is not None and (top is not None or not 0.0 <= headroom <= 8.0):
@@ -71,12 +72,29 @@ def row_max_moves(q, k, v, *, top: int | None = None, headroom: float | None = N
             m = torch.where(fire, torch.maximum(m, tile_max), m)
         triggers.append(fire)
     fired = torch.stack(triggers, dim=-1)  # (B, H, Sq, tiles)
-    out = {"tiles": fired.shape[-1], "rows": sq, "row_rate": fired.double().mean().item()}
-    for name, rows in (("warp_rate", WARP_ROWS), ("warp_group_rate", WARP_GROUP_ROWS)):
-        pad = -sq % rows
-        padded = torch.nn.functional.pad(fired, (0, 0, 0, pad))
-        out[name] = padded.reshape(b, h, -1, rows, fired.shape[-1]).any(dim=3).double().mean().item()
+    out = {"tiles": fired.shape[-1], "rows": sq}
+    # On short rows the first tile's trigger dominates the rates: the tiles after it are the moves.
+    for suffix, f in (("", fired), ("_after_first", fired[..., 1:])):
+        out["row_rate" + suffix] = f.double().mean().item()
+        for name, rows in (("warp_rate", WARP_ROWS), ("warp_group_rate", WARP_GROUP_ROWS)):
+            padded = torch.nn.functional.pad(f, (0, 0, 0, -sq % rows))
+            grouped = padded.reshape(b, h, padded.shape[2] // rows, rows, f.shape[-1])
+            out[name + suffix] = grouped.any(dim=3).double().mean().item()
     return out
+
+
+def pooled_moves(calls, *, headroom: float | None = DIRECT_P_HEADROOM / DIRECT_P_SLOPE) -> dict:
+    """`row_max_moves` under the headroom rule (None: the exact max) over attention calls of one
+    shape, e.g. the q, k, v (B, S, H, D) captured by `capture.capture_attention` at one kind and
+    step over layers and prompts: each rate over all the calls' (row or group, tile) pairs, the
+    mean of the calls' rates since their shapes are equal. "calls" counts them."""
+    calls = list(calls)
+    shapes = {tuple(tuple(t.shape) for t in call) for call in calls}
+    if len(shapes) != 1:
+        raise ValueError(f"calls must be a non-empty list of (q, k, v) of one shape, got shapes {sorted(shapes)}")
+    each = [row_max_moves(q, k, v, headroom=headroom) for q, k, v in calls]
+    out = {key: sum(r[key] for r in each) / len(each) for key in each[0] if "_rate" in key}
+    return {"calls": len(each), "tiles": each[0]["tiles"], "rows": each[0]["rows"], **out}
 
 
 def headroom_error(q, k, v, headroom: float, *, rows: int | None = None) -> dict:
