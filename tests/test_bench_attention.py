@@ -77,3 +77,13 @@ def test_qk_gain_is_checked_and_named_in_the_table(monkeypatch):
                           {"shape": [1, 12, 32760, 128], "kernels": {"k": {"ms": 1.0, "tflops": 9.0}}}]}
     head = B.markdown_table(results).splitlines()[0]
     assert head == "| kernel | B1 H12 S32760 D128 (q, k x2.45) | B1 H12 S32760 D128 |"
+
+
+def test_kernels_narrows_ours_to_the_named_ones(monkeypatch):
+    seen = _spy_on_arguments(monkeypatch)
+    assert B.main(["--kernels", "sm90-cute"]) == 2
+    assert seen["args"].kernels == ["sm90-cute"]
+    assert B.main([]) == 2
+    assert seen["args"].kernels == B.OUR_KERNELS
+    with pytest.raises(SystemExit):
+        B.main(["--kernels", "no-such-kernel"])

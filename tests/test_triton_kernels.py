@@ -192,9 +192,10 @@ assert ln2 in text, "fp4 emulation: no LN2 in the LSE"
 quant = ptx(prepare._quant_kernel, dict(q_ptr="*bf16", k_ptr="*bf16", v_ptr="*bf16", mean_ptr=f32, amax_ptr=f32,
     perm_ptr="*i32", q8_ptr=f8, k8_ptr=f8, v8_ptr="*u8", q_scale_ptr=f32, k_scale_ptr=f32, v_scale_ptr=f32,
     stats_ptr=f32), dict(D=128, BLOCK_D=128, BLOCK_S=128, HW_CVT=True, PERM=True, ONES_ROWS=8, ONE_CODE=0x38),
-    num_warps=8)
+    num_warps=prepare.QUANT_WARPS)
 stats = ptx(prepare._column_stats_kernel, dict(k_ptr="*bf16", v_ptr="*bf16", ksum_ptr="*fp64", vmax_ptr=f32),
-    dict(D=128, BLOCK_D=128, CHUNK=512, ROWS=32), num_warps=4)
+    dict(D=128, BLOCK_D=128, CHUNK=512, ROWS=prepare.STATS_ROWS), num_warps=prepare.STATS_WARPS,
+    num_stages=prepare.STATS_STAGES)
 totals = ptx(prepare._column_totals_kernel, dict(ksum_ptr="*fp64", vmax_ptr=f32, mean_ptr=f32, amax_ptr=f32,
     stats_ptr=f32), dict(D=128, BLOCK_D=128), num_warps=4)
 # the maxima that flag non-finite inputs keep NaN (plain max.f32 returns the other operand)

@@ -65,6 +65,8 @@ def main(argv=None):
     ap.add_argument("--length-sweep", action="store_true",
                     help=f"time B1 H40 D128 at S = {', '.join(map(str, LENGTH_SWEEP))} instead of --shapes")
     ap.add_argument("--modes", nargs="+", default=["direct-p", "fp8"], choices=wan_fp4.MODES[1:])
+    ap.add_argument("--kernels", nargs="+", default=OUR_KERNELS, choices=OUR_KERNELS,
+                    help="which of our kernels to time (default: every one that runs here)")
     ap.add_argument("--peers", nargs="*", default=list(PEER_LABELS))
     ap.add_argument("--qk-gain", type=float, default=1.0,
                     help="multiply q and k by this (6 ** 0.5: logits of std ~6, peaky attention, where a "
@@ -103,7 +105,7 @@ def main(argv=None):
         entry = {"shape": [b, h, s, d], "qk_gain": args.qk_gain, "kernels": {}}
         kernels = {}
         for mode in args.modes:
-            for name in OUR_KERNELS:
+            for name in args.kernels:
                 ok, why = kernel_available(name, q, k, v, mode)
                 if ok:
                     kernels[f"wan_fp4 {mode} [{name}]"] = (mode, lambda q, k, v, m=mode, n=name: wan_fp4.attention(q, k, v, m, kernel=n))

@@ -441,6 +441,11 @@ STATS_CHUNKS = (512, 256, 128, 64)  # keys per column-statistics program, longes
 # One program per SM is enough to keep the column statistics' reads going; shorter chunks than
 # that only add partials and programs (measured on the H200: BENCHMARKS.md)
 _PROGRAMS_PER_SM = 1
+# Launch shapes (module constants, so that a job on the GPU can time others in one process).
+# Measured on the H200 (BENCHMARKS.md, 2026-12-03): four warps per quantised block beat eight by
+# 5-8% at every length measured, 1,024 to 32,760 tokens
+STATS_WARPS, STATS_ROWS, STATS_STAGES = 4, 32, 3  # column statistics: warps, keys per loaded tile, loads in flight
+QUANT_WARPS = 4  # the quantise launch: warps per 128-row block
 
 
 @lru_cache(maxsize=None)
@@ -485,7 +490,8 @@ def _column_stats_into(k, v, k_mean, v_amax, range_stats, chunk=None) -> None:
     vmax = vmax.view(-1).view(torch.float32)[: math.prod(part)].view(part)  # float32, in half the room
     block_d = triton.next_power_of_2(D)
     _column_stats_kernel[(n_chunks, B * H)](k, v, ksum, vmax, S, H, n_chunks, *k.stride(), *v.stride(),
-                                            D=D, BLOCK_D=block_d, CHUNK=chunk, ROWS=32, num_warps=4)
+                                            D=D, BLOCK_D=block_d, CHUNK=chunk, ROWS=STATS_ROWS, num_warps=STATS_WARPS,
+                                            num_stages=STATS_STAGES)
     _column_totals_kernel[(B * H,)](ksum, vmax, k_mean, v_amax, range_stats, S, n_chunks,
                                     D=D, BLOCK_D=block_d, num_warps=4)
 
@@ -537,7 +543,7 @@ def _prepare_triton(q, k, v, hw_cvt: bool, v_perm=None, v_ones_rows=0, chunk=Non
         q, k, v, k_mean, v_amax, _perm_on(dev, v_perm), q8, k8, v8t.view(torch.uint8),
         q_scale, k_scale, v_scale, range_stats, Sq, Skv, H, nq, nk, *q.stride(), *k.stride(), *v.stride(),
         D=D, BLOCK_D=triton.next_power_of_2(D), BLOCK_S=QK_SCALE_BLOCK, HW_CVT=hw_cvt,
-        PERM=v_perm is not None, ONES_ROWS=v_ones_rows, ONE_CODE=E4M3_ONE, num_warps=8)
+        PERM=v_perm is not None, ONES_ROWS=v_ones_rows, ONE_CODE=E4M3_ONE, num_warps=QUANT_WARPS)
     return PreparedFP8(q8, k8, v8t, q_scale, k_scale, v_scale, k_mean, Sq, Skv, range_stats, v_perm, v_ones_rows)
 
 
