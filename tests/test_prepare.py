@@ -109,6 +109,16 @@ def test_stats_chunk_keeps_every_sm_busy():
     assert prepare.stats_chunk(100, 1, 132) == 64  # never below the shortest
 
 
+def test_column_stats_refuse_a_chunk_that_is_not_whole_tiles(monkeypatch):
+    """A chunk that is not a whole number of STATS_ROWS tiles would read into the next chunk's
+    keys and count them twice: refused by name, never summed."""
+    _, k, v = _inputs(1, 10, 300, 2, 64, seed=5)
+    assert all(c % prepare.STATS_ROWS == 0 for c in prepare.STATS_CHUNKS)
+    monkeypatch.setattr(prepare, "STATS_ROWS", 128)
+    with pytest.raises(ValueError, match="STATS_ROWS"):
+        prepare._column_stats_triton(k, v, 64)
+
+
 PERM = tuple((7 * i + 3) % 32 for i in range(32))  # any permutation of a 32-key block
 
 

@@ -484,6 +484,8 @@ def _column_stats_into(k, v, k_mean, v_amax, range_stats, chunk=None) -> None:
     (see _quant_kernel). chunk: keys per program (default `stats_chunk`)."""
     B, S, H, D = k.shape
     chunk = stats_chunk(S, B * H, _sm_count(k.device)) if chunk is None else chunk
+    if chunk % STATS_ROWS:  # a program's tiles would run into the next chunk's keys and count them twice
+        raise ValueError(f"the statistics chunk ({chunk} keys) must be a multiple of STATS_ROWS ({STATS_ROWS})")
     n_chunks = -(-S // chunk)
     part = (B * H, n_chunks, D)
     ksum, vmax = _carve(torch.float64, k.device, part, part)
