@@ -132,7 +132,8 @@ def test_three_warp_groups_fit_160_registers_with_the_default_p_path(head_dim):
 
 def _schedule(instrs, lo=0, hi=None) -> str:
     """The consumer's synchronisation in program order, one letter each: S/A a 256-thread named
-    barrier wait/arrival (the turns; lower case when predicated), P the 128-thread P barrier, W a
+    barrier wait/arrival (the turns; lower case when predicated), P a 128-thread barrier (p_smem's P
+    barrier; the last one, the epilogue's: the warp group's output rows in shared memory), W a
     wgmma batch's fence, Q its wgmmas (one letter per run), D a wait for wgmma completion."""
     out = []
     for i in instrs:
@@ -176,9 +177,10 @@ def test_three_warp_groups_take_turns_between_softmaxes(pingpong):
     # per iteration: QK(n), QK(n + 1), the P barrier, PV(n), PV(n + 1)
     assert _schedule(base["instrs"], loop.start, loop.end) == "WQDWQDPWQDWQD"
     assert _schedule(prof["instrs"], loop.start, loop.end) == qk + "S" + qk + "P" + "SWQD" + "WQD"
-    # whole kernel: token in and first turn, the loop, the odd last tile (QK, PV), last turn ends, token out
+    # whole kernel: token in and first turn, the loop, the odd last tile (QK, PV), last turn ends,
+    # token out, the epilogue's barrier
     loop_body = qk + "S" + qk + "PSWQDWQD"
-    assert _schedule(prof["instrs"]) == "aS" + loop_body + qk + "PSWQD" + "As"
+    assert _schedule(prof["instrs"]) == "aS" + loop_body + qk + "PSWQD" + "As" + "P"
     fp = ("wgmma", "FFMA.SAT", "FFMA", "FMUL", "FADD", "FMNMX", "FSEL/FSETP", "MUFU.EX2", "F2F/F2FP/I2F",
           "PRMT", "SHFL", "global/local mem")
     for counts in ("steady_counts", "all_counts"):
@@ -191,14 +193,15 @@ def test_three_warp_groups_take_turns_between_softmaxes(pingpong):
 @pytest.mark.parametrize("pingpong", [1, 2])
 def test_two_warp_groups_take_turns_by_the_same_ring(pingpong):
     """The overlapped schedule's ping-pong uses the same ring: token in and the first turn, QK(0),
-    then one turn per step (PV(n) + QK(n + 1)), the last PV alone, its turn ended by end_turns."""
+    then one turn per step (PV(n) + QK(n + 1)), the last PV alone, its turn ended by end_turns, then
+    the epilogue's barrier."""
     if importlib.util.find_spec("cutlass") is None:
         pytest.skip("nvidia-cutlass-dsl is not installed")
     if sp.find_cuobjdump() is None:
         pytest.skip("no cuobjdump (CUDA toolkit or triton) to disassemble the cubin")
     prof = sp.profile("direct-p", 128, pingpong=pingpong)
     qk0, step = ("WQAD", "SWQWQADD") if pingpong == 1 else ("WQDA", "SWQWQDDA")
-    assert re.fullmatch(f"aS{qk0}({step})+(SWQD)+As", _schedule(prof["instrs"]))
+    assert re.fullmatch(f"aS{qk0}({step})+(SWQD)+AsP", _schedule(prof["instrs"]))
     assert prof["spill_instrs"] == 0
 
 

@@ -54,7 +54,8 @@ def test_global_addressing_is_64_bit(built):
     _, ptx, _ = built
     audit = AddressAudit(ptx)
     accesses = global_accesses(audit.instrs)
-    assert any(a.op.startswith("st.global.b32") for a in accesses)  # O (BF16 pairs) and LSE stores
+    assert any(a.op.startswith("st.global.v4.b32") for a in accesses)  # O: 16-byte chunks of rows
+    assert any(a.op.startswith("st.global.b32") for a in accesses)  # LSE
     assert not any(a.op.startswith("st.global.b16") for a in accesses)  # no lone BF16 stores
     for a in accesses:
         assert audit.uses_batch(a), a.text
@@ -140,24 +141,30 @@ def _sass(tmp_path, **cfg) -> str:
     return run.stdout
 
 
-@pytest.mark.parametrize("mode", ["direct-p", "fp8"])
-def test_sass_epilogue_loads_the_v_scales_before_storing_o(tmp_path, mode):
-    """The epilogue's global loads (the V channel scales) all come before its first global store,
-    and O leaves in 32-bit words (BF16 pairs): a load after a store would wait for it (the compiler
-    cannot rule out aliasing), one L2 round trip per column, most of a short call's kernel time."""
+@pytest.mark.parametrize("mode,head_dim", [("direct-p", 128), ("fp8", 128), ("direct-p", 64)])
+def test_sass_epilogue_stages_o_in_shared_memory_and_stores_whole_rows(tmp_path, mode, head_dim):
+    """The epilogue's global loads (the V channel scales) all come before its first global store (a
+    load after a store would wait for it: the compiler cannot rule out aliasing, one L2 round trip
+    per column). O goes to shared memory as BF16 pairs (a 32-bit STS per pair: D / 8 per row, two
+    rows per thread), then leaves as 16-byte chunks of whole rows (64 rows x D / 8 chunks over 128
+    threads); the only other global stores are the two 32-bit LSE values of the thread's rows."""
     exe = _cuobjdump()
     if exe is None:
         pytest.skip("no cuobjdump (CUDA toolkit or triton) to disassemble the cubin")
     path = tmp_path / f"{mode}.cubin"
-    path.write_bytes(cubin_of(compile_kernel(mode, 128, options=KEEP)))
+    path.write_bytes(cubin_of(compile_kernel(mode, head_dim, options=KEEP)))
     sass = subprocess.run([exe, "-sass", str(path)], capture_output=True, text=True).stdout
-    ops = re.findall(r"\b(LDG|STG)(\.[A-Z0-9.]+)?\s", sass)
+    ops = re.findall(r"\b(LDG|STG|STS|LDS)(\.[A-Z0-9.]+)?\s", sass)
     first_store = next(i for i, (op, _) in enumerate(ops) if op == "STG")
     # every load of the kernel (the per-tile K scales, then one V scale per column a thread holds,
     # D / 4 of them) comes before the first store
-    assert sum(op == "LDG" for op, _ in ops[:first_store]) >= 128 // 4
-    assert all(op == "STG" for op, _ in ops[first_store:]), ops
-    assert not any(op == "STG" and ".U16" in suffix for op, suffix in ops)
+    assert sum(op == "LDG" for op, _ in ops[:first_store]) >= head_dim // 4
+    assert not any(op == "LDG" for op, _ in ops[first_store:]), ops
+    stg = [suffix for op, suffix in ops if op == "STG"]
+    assert stg.count(".E.128") == 64 * (head_dim // 8) // 128
+    assert sorted(s for s in stg if s != ".E.128") == [".E", ".E"]  # the LSE of rows r and r + 8
+    assert sum(op == "STS" and not suffix for op, suffix in ops) == 2 * head_dim // 8
+    assert sum(op == "LDS" and suffix == ".128" for op, suffix in ops) == stg.count(".E.128")
 
 
 @pytest.mark.parametrize("cfg", [{}, {"headroom": 0}, {"f16_bytes": False, "headroom": 0}])

@@ -17,7 +17,8 @@ CTA pairs along the query tiles share each K and V^T load by TMA multicast), war
     acc = acc * alpha + P V  (FP8 wgmma, P the A operand from registers, into a zeroed tile
                              accumulator of `fold` key tiles, i.e. folded every 128 * fold keys
                              (fold = 4: 512); one FFMA per element adds it into FP32)
-and the epilogue writes O = acc * sv / l as BF16 into (B, S, H, D).
+and the epilogue writes O = acc * sv / l as BF16 into (B, S, H, D), staged through shared memory so
+that whole rows leave in 16-byte stores.
 
 p_smem (with n_wg=3: 192 query rows, 160 registers per consumer thread; docs/SM90_GEN2.md): P goes
 to shared memory and the PV wgmma reads it there (SS), and each warp group runs its fold group of
@@ -58,10 +59,16 @@ F16_UNIT = 2.0**-24  # the f16 subnormal step: cvt to f16 of t * F16_UNIT rounds
 REGISTER_FILE = 65536  # 32-bit registers per SM; one CTA per SM
 PRODUCER_REGS = 24  # setmaxnreg of the producer warp group (it only issues TMA)
 # Named barriers (0 is __syncthreads): P_BARRIER + k publishes consumer warp group k's P stores to
-# its own wgmma (p_smem); TURN_BARRIER + k is warp group k's turn to issue (pingpong). Three
-# consumer warp groups at most, so the two ranges never meet.
+# its own wgmma (p_smem); TURN_BARRIER + k is warp group k's turn to issue (pingpong); O_BARRIER + k
+# publishes its output rows in shared memory to its own threads (the epilogue). Three consumer warp
+# groups at most, so the ranges never meet.
 P_BARRIER = 1
 TURN_BARRIER = P_BARRIER + 3
+O_BARRIER = TURN_BARRIER + 3
+# The epilogue stages a warp group's 64 x D BF16 output rows in shared memory, 16 bytes of padding
+# after each row: a warp's 32-bit stores of its accumulator layout (8 rows x 4 words) and its
+# 16-byte loads of whole rows then each meet 32 different banks.
+O_ROW_PAD_WORDS = 4
 
 
 def _tree_max(vals, op=None):
@@ -193,6 +200,7 @@ class Sm90Attention:
         self.f16_bytes = bool(f16_bytes)
         self.p_smem = bool(p_smem)
         self.p_buffers = fold * n_wg  # p_smem: P tiles in shared memory
+        self.o_row_words = head_dim // 2 + O_ROW_PAD_WORDS  # a staged output row: BF16 pairs, then padding
         self.threads = 128 * (n_wg + 1)
         # the consumers take what the producer leaves of the register file (a multiple of 8)
         self.consumer_regs = min(240, (REGISTER_FILE - 128 * PRODUCER_REGS) // (128 * n_wg) // 8 * 8)
@@ -222,10 +230,11 @@ class Sm90Attention:
         mVt = cute.make_tensor(
             p_vt, cute.make_layout((dv, skv_pad, (h, b)), stride=(skv_pad, 1, (w(dv) * skv_pad, w(h) * dv * skv_pad)))
         )
-        # O as 32-bit words, each two adjacent BF16 columns (the epilogue stores pairs)
+        # O as 32-bit words, each two adjacent BF16 columns; every row starts on a 16-byte boundary
+        # (the epilogue stores 16-byte chunks of rows; D is a multiple of 8 and O is 16-byte aligned)
         dw = d // 2
-        mO = cute.make_tensor(cute.recast_ptr(p_o, dtype=Int32),
-                              cute.make_layout((s_q, dw, (h, b)), stride=(w(h) * dw, 1, (dw, w(s_q) * h * dw))))
+        mO = cute.make_tensor(cute.recast_ptr(p_o, dtype=Int32), cute.make_layout(
+            (s_q, dw, (h, b)), stride=(cute.assume(w(h) * dw, divby=4), 1, (dw, cute.assume(w(s_q) * h * dw, divby=4)))))
         mL = cute.make_tensor(p_lse, cute.make_layout((s_q, (h, b)), stride=(1, (w(s_q), w(h) * s_q))))
         mSq = cute.make_tensor(p_sq, cute.make_layout((n_qb, (h, b)), stride=(1, (w(n_qb), w(h) * n_qb))))
         mSk = cute.make_tensor(p_sk, cute.make_layout((n_kb, (h, b)), stride=(1, (w(n_kb), w(h) * n_kb))))
@@ -269,8 +278,9 @@ class Sm90Attention:
                           min_blocks_per_mp=1)
 
     def storage_struct(self, q_bytes, k_bytes, v_bytes):
-        """The shared memory: the Q, K and V barriers, Q, the K and V^T stages, and with p_smem the P
-        buffers (one per key tile of a fold group, per consumer warp group)."""
+        """The shared memory: the Q, K and V barriers, Q, the K and V^T stages, each consumer warp
+        group's output rows (the epilogue), and with p_smem the P buffers (one per key tile of a
+        fold group, per consumer warp group)."""
         stages = self.stages
         fields = {
             "mbar_q": cute.struct.MemRange[cutlass.Int64, 2],
@@ -279,6 +289,7 @@ class Sm90Attention:
             "sQ": cute.struct.Align[cute.struct.MemRange[F8, q_bytes], 1024],
             "sK": cute.struct.Align[cute.struct.MemRange[F8, k_bytes], 1024],
             "sV": cute.struct.Align[cute.struct.MemRange[F8, v_bytes], 1024],
+            "sO": cute.struct.Align[cute.struct.MemRange[Int32, self.n_wg * WG_M * self.o_row_words], 128],
         }
         if self.p_smem:
             fields["sP"] = cute.struct.Align[cute.struct.MemRange[F8, WG_M * TILE_N * self.p_buffers], 1024]
@@ -330,6 +341,10 @@ class Sm90Attention:
         sQ = st.sQ.get_tensor(sQ_layout.outer, swizzle=sQ_layout.inner)
         sK = st.sK.get_tensor(sK_layout.outer, swizzle=sK_layout.inner)
         sV = st.sV.get_tensor(sV_layout.outer, swizzle=sV_layout.inner)
+        # (row, (word, 16-byte chunk), warp group): BF16 pairs of each consumer's output rows
+        dw = self.d // 2
+        sO = cute.make_tensor(st.sO.data_ptr(), cute.make_layout(
+            (WG_M, (4, dw // 4), self.n_wg), stride=(self.o_row_words, (1, 4), WG_M * self.o_row_words)))
         sP = None
         if const_expr(self.p_smem):
             # K-major without swizzle: 8 x 16-byte core matrices, so a thread's 16 words are one
@@ -391,7 +406,7 @@ class Sm90Attention:
             cute.arch.setmaxregister_increase(self.consumer_regs)
             self.consume(
                 mma_qk, mma_pv, sQ, sK, sV, cons_q, cons_k, cons_v, mO, mL, mSq, mSk, mSv,
-                s_q, s_kv, c, n_tiles, m_blk, hh, bb, wg - 1, tidx % 128, sP,
+                s_q, s_kv, c, n_tiles, m_blk, hh, bb, wg - 1, tidx % 128, sP, sO,
             )
         if const_expr(self.cluster > 1):
             # no CTA leaves while its peer may still release a stage to its barriers
@@ -401,7 +416,7 @@ class Sm90Attention:
     @cute.jit
     def consume(
         self, mma_qk, mma_pv, sQ, sK, sV, cons_q, cons_k, cons_v, mO, mL, mSq, mSk, mSv,
-        s_q, s_kv, c, n_tiles, m_blk, hh, bb, wgc, t128, sP,
+        s_q, s_kv, c, n_tiles, m_blk, hh, bb, wgc, t128, sP, sO,
     ):
         thr_qk = mma_qk.get_slice(t128)
         thr_pv = mma_pv.get_slice(t128)
@@ -420,8 +435,9 @@ class Sm90Attention:
 
         lane = t128 % 32
         quad = lane % 4
-        row0 = m_blk * self.tile_m + wgc * WG_M + (t128 // 32) * 16 + lane // 4  # rows row0, row0 + 8
-        q_blk = (m_blk * self.tile_m + wgc * WG_M) // 128
+        row_wg = m_blk * self.tile_m + wgc * WG_M  # the warp group's first query row
+        r_loc = (t128 // 32) * 16 + lane // 4  # this thread's rows of the accumulator: r_loc, r_loc + 8
+        q_blk = row_wg // 128
         if const_expr(self.tile_m % 128 != 0 or self.cluster > 1):
             # a 192-row tile's last warp group, or a cluster's CTA past the last query tile, can
             # start past the padded queries: any in-range scale serves its rows, never stored
@@ -507,7 +523,11 @@ class Sm90Attention:
         for j in cutlass.range_constexpr(self.d // 8):
             for cc in cutlass.range_constexpr(2):
                 sv[2 * j + cc] = mSv[8 * j + 2 * quad + cc, (hh, bb)]
-        gO = mO[None, None, (hh, bb)]  # (S_q, D / 2): column pairs
+        # O leaves through shared memory: each thread's BF16 pairs (columns 8j + 2 quad, + 1 of its
+        # two rows) go there, and whole rows leave in 16-byte stores. Stored straight from the
+        # accumulator layout, each warp store wrote 4 bytes into each of 8 rows (32 such stores per
+        # thread): most of a CTA's fixed cost (BENCHMARKS.md, 2026-12-04).
+        sOw = sO[None, None, wgc]  # (64 rows, (word, chunk))
         for hf in cutlass.range_constexpr(2):
             if const_expr(self.direct):
                 # l sits in accumulator column D, held by the quad's first thread
@@ -515,16 +535,27 @@ class Sm90Attention:
             else:
                 l_tot = _quad_reduce(l_run[hf], lambda a, b: a + b)
             inv_l = cute.arch.rcp_approx(l_tot)
-            r = row0 + 8 * hf
-            if r < s_q:
-                if quad == 0:
-                    # natural-log LSE; l_tot carries the factor 256 of P in both modes
-                    mL[r, (hh, bb)] = LN2 * (m_run[hf] + lg2_approx(l_tot) - LOG2_P_SCALE)
-                for j in cutlass.range_constexpr(self.d // 8):
-                    # columns 8j + 2 quad and the next, one 32-bit store
-                    lo = acc_o[2 * hf + 4 * j] * sv[2 * j] * inv_l
-                    hi = acc_o[1 + 2 * hf + 4 * j] * sv[2 * j + 1] * inv_l
-                    gO[r, 4 * j + quad] = cvt_bf16x2(lo, hi)
+            r = row_wg + r_loc + 8 * hf
+            if r < s_q and quad == 0:
+                # natural-log LSE; l_tot carries the factor 256 of P in both modes
+                mL[r, (hh, bb)] = LN2 * (m_run[hf] + lg2_approx(l_tot) - LOG2_P_SCALE)
+            for j in cutlass.range_constexpr(self.d // 8):
+                # columns 8j + 2 quad and the next: word 4j + quad of the row
+                lo = acc_o[2 * hf + 4 * j] * sv[2 * j] * inv_l
+                hi = acc_o[1 + 2 * hf + 4 * j] * sv[2 * j + 1] * inv_l
+                sOw[r_loc + 8 * hf, (quad, j)] = cvt_bf16x2(lo, hi)
+        cute.arch.barrier(barrier_id=O_BARRIER + wgc, number_of_threads=128)
+        # thread t stores 16-byte chunk t % chunks of rows t // chunks + k * 128 / chunks, rows
+        # past s_q clipped: a warp's store covers whole rows
+        chunks = self.d // 8
+        gO = mO[None, None, (hh, bb)]  # (S_q, D / 2): column pairs
+        ch = t128 % chunks
+        words = cute.make_rmem_tensor((4,), Int32)
+        for k in cutlass.range_constexpr(WG_M * chunks // 128):
+            rr = t128 // chunks + k * (128 // chunks)
+            if row_wg + rr < s_q:
+                cute.autovec_copy(sOw[rr, (None, ch)], words)
+                cute.autovec_copy(words, cute.flat_divide(gO[row_wg + rr, None], (4,))[(None, ch)])
 
     @cute.jit
     def wait_my_turn(self, wgc):
