@@ -16,8 +16,14 @@ percall: where a short call's time goes, at B1 H40 S1024 (the fixed per-call cos
   (no host work; the score check is skipped under capture), beside torch SDPA's cuDNN BF16 the
   same two ways; then torch.profiler over 100 eager calls (each op's CPU and CUDA time, kernels
   per call); a Chrome trace goes to --trace if given.
+floor: what a short call cannot go below, at B1 H40 D128, S 1,024 and 4,096, each from a CUDA graph:
+  the whole call, the pre-pass, its column statistics alone (which every code waits for: K's mean
+  and V's channel amax span all keys), the kernel alone, then the statistics + the kernel, a
+  one-launch E4M3 cast of Q, K and V (no scales: the bytes' floor of any pre-pass) + the kernel,
+  the same cast of K and V only + the kernel (Q quantised in the kernel, at no cost), beside torch
+  SDPA's cuDNN BF16.
 short: the kernel alone at B1 H40 D128, S 1,024-16,384, from a CUDA graph, for the default config
-  and each --configs (each one's output compared bit for bit with the default's).
+  and each --configs that applies to the mode (each one's output compared bit for bit with the default's).
 waves: the kernel's fixed cost per CTA. One head, one and two full waves of query tiles (one CTA
   per SM; a tile is the config's 64 rows per consumer warp group) against key lengths 128-8,192, each launch timed replayed from a CUDA graph (no
   host work): two waves minus one is one CTA's whole time at that key length, fitted to
@@ -31,6 +37,12 @@ import os
 import sys
 
 import torch
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # the CPU-only install: every mode here needs the GPU anyway
+    triton = None
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -110,7 +122,7 @@ def short(configs, modes=("direct-p", "fp8"), lengths=(1024, 4096, 7680, 16384),
             out = torch.empty(b, s, h, d, dtype=torch.bfloat16, device="cuda")
             lse = torch.empty(b, h, s, dtype=torch.float32, device="cuda")
             times, first = [], None
-            for config in configs:
+            for config in (c for c in configs if sm90.applies(mode, c)):
                 fn = lambda config=config, ops=ops: sm90.launch(ops, mode, d, config=config, out=out, lse=lse,  # noqa: E731
                                                                 prebuilt=True)
                 fn()
@@ -221,11 +233,83 @@ def waves(mode="direct-p", d=128, configs=({},), launches=20):
               f"(the fixed part = {t0 / t:.1f} key tiles)", flush=True)
 
 
+if triton is not None:
+    @triton.jit
+    def _cast3(a, b, c, a8, b8, c8, n, BLOCK: tl.constexpr):
+        """Program (i, j): block i of tensor j cast to E4M3."""
+        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        which = tl.program_id(1)
+        ok = offs < n
+        if which == 0:
+            tl.store(a8 + offs, tl.load(a + offs, mask=ok).to(tl.float8e4nv), mask=ok)
+        elif which == 1:
+            tl.store(b8 + offs, tl.load(b + offs, mask=ok).to(tl.float8e4nv), mask=ok)
+        else:
+            tl.store(c8 + offs, tl.load(c + offs, mask=ok).to(tl.float8e4nv), mask=ok)
+
+
+def _cast_floor(tensors):
+    """A callable casting two or three same-sized tensors to E4M3 in one launch, with no scale:
+    the fewest bytes and launches any quantisation of them can take."""
+    srcs = [t.contiguous() for t in tensors]
+    dsts = [torch.empty_like(t, dtype=torch.float8_e4m3fn) for t in srcs]
+    args = (srcs * 2)[:3] + (dsts * 2)[:3]  # a third pointer is never read with two tensors
+    n, block = srcs[0].numel(), 4096
+    return lambda: _cast3[(triton.cdiv(n, block), len(srcs))](*args, n, BLOCK=block, num_warps=8)
+
+
+def floor(lengths=(1024, 4096), calls=20):
+    import torch.nn.functional as F
+    import triton.testing as tt
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    import wan_fp4
+    from wan_fp4.eval.bench_attention import graphed
+
+    b, h, d, mode = 1, 40, 128, "direct-p"
+    layout = v_layout_args(mode)
+    for s in lengths:
+        q, k, v = _rand(b, s, h, d), _rand(b, s, h, d), _rand(b, s, h, d)
+        qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+        ops = prepare.prepare_fp8(q, k, v, **layout)
+        out = torch.empty(b, s, h, d, dtype=torch.bfloat16, device="cuda")
+        lse = torch.empty(b, h, s, dtype=torch.float32, device="cuda")
+        stats = torch.empty(3, b, h, d, dtype=torch.float32, device="cuda")
+
+        def kernel():
+            sm90.launch(ops, mode, d, out=out, lse=lse, prebuilt=True)
+
+        def column_stats():
+            prepare._column_stats_into(k, v, stats[0], stats[1], stats[2, 0, 0, :prepare.RANGE_STATS])
+
+        def cudnn_bf16():
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                return F.scaled_dot_product_attention(qt, kt, vt)
+
+        cast_qkv, cast_kv = _cast_floor((q, k, v)), _cast_floor((k, v))
+        parts = {
+            "whole call (wan_fp4.attention)": lambda: wan_fp4.attention(q, k, v, mode, kernel="sm90-cute"),
+            "pre-pass (three launches)": lambda: prepare.prepare_fp8(q, k, v, **layout),
+            "column statistics alone (two launches)": column_stats,
+            "kernel alone": kernel,
+            "column statistics + kernel": lambda: (column_stats(), kernel()),
+            "E4M3 cast of Q, K, V (one launch)": cast_qkv,
+            "E4M3 cast of Q, K, V + kernel": lambda: (cast_qkv(), kernel()),
+            "E4M3 cast of K, V + kernel": lambda: (cast_kv(), kernel()),
+            "torch SDPA cuDNN BF16": cudnn_bf16,
+        }
+        for name, fn in parts.items():
+            ms = tt.do_bench(graphed(fn, calls), warmup=5, rep=300, return_mode="median") / calls
+            print(f"B{b} H{h} S{s} D{d} {name:40s} {ms * 1e3:7.1f} us from a CUDA graph", flush=True)
+        del q, k, v, qt, kt, vt, ops
+        torch.cuda.empty_cache()
+
+
 def main():
     from wan_fp4.eval.bench_attention import parse_shape, use_prebuilt_dir
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["launch", "prepass", "percall", "waves", "short"])
+    ap.add_argument("what", choices=["launch", "prepass", "percall", "waves", "short", "floor"])
     ap.add_argument("--configs", nargs="*", type=json.loads, default=[])
     ap.add_argument("--prebuilt-dir", default=None)
     ap.add_argument("--trace", default=None, help="percall: write a Chrome trace here")
@@ -243,6 +327,8 @@ def main():
         waves(args.mode, args.shape[3], [{}] + args.configs)
     elif args.what == "short":
         short([{}] + args.configs)
+    elif args.what == "floor":
+        floor()
     else:
         percall(args.trace)
 
