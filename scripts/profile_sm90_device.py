@@ -24,6 +24,9 @@ floor: what a short call cannot go below, at B1 H40 D128, S 1,024 and 4,096, eac
   SDPA's cuDNN BF16.
 short: the kernel alone at B1 H40 D128, S 1,024-16,384, from a CUDA graph, for the default config
   and each --configs that applies to the mode (each one's output compared bit for bit with the default's).
+rounds: what a partial last wave costs. At B1 H12 and H40, D128, 32,760 keys, the kernel alone
+  from a CUDA graph over all 256 query tiles per head and over the fewest tiles per head that make
+  whole waves (one CTA per SM), per round of CTAs; the difference is the last wave's share.
 waves: the kernel's fixed cost per CTA. One head, one and two full waves of query tiles (one CTA
   per SM; a tile is the config's 64 rows per consumer warp group) against key lengths 128-8,192, each launch timed replayed from a CUDA graph (no
   host work): two waves minus one is one CTA's whole time at that key length, fitted to
@@ -305,11 +308,39 @@ def floor(lengths=(1024, 4096), calls=20):
         torch.cuda.empty_cache()
 
 
+def rounds(modes=("direct-p", "fp8"), s_kv=32760, d=128, launches=5):
+    import triton.testing as tt
+
+    from wan_fp4.eval.bench_attention import graphed
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    tiles = -(-s_kv // 128)
+    for h in (12, 40):
+        k, v = _rand(1, s_kv, h, d), _rand(1, s_kv, h, d)
+        whole = max(t for t in range(1, tiles + 1) if (t * h) % sms == 0)  # tiles per head filling whole waves
+        for mode in modes:
+            for n_tiles in (tiles, whole):
+                s_q = min(n_tiles * 128, s_kv)
+                q = _rand(1, s_q, h, d)
+                ops = prepare.prepare_fp8(q, k, v, **v_layout_args(mode))
+                out = torch.empty(1, s_q, h, d, dtype=torch.bfloat16, device="cuda")
+                lse = torch.empty(1, h, s_q, dtype=torch.float32, device="cuda")
+                fn = lambda ops=ops, out=out, lse=lse: sm90.launch(ops, mode, d, out=out, lse=lse, prebuilt=True)  # noqa: E731
+                ms = tt.do_bench(graphed(fn, launches), warmup=3, rep=1000, return_mode="median") / launches
+                waves = n_tiles * h / sms
+                print(f"{mode} B1 H{h} S_q {s_q} S_kv {s_kv} D{d}: {n_tiles} query tiles per head, {waves:.2f} waves "
+                      f"in {-(-n_tiles * h // sms)} rounds: {ms:.3f} ms, {ms / -(-n_tiles * h // sms) * 1e3:.1f} us per "
+                      f"round, {ms / waves * 1e3:.1f} us per wave of work", flush=True)
+                del q, ops
+        del k, v
+        torch.cuda.empty_cache()
+
+
 def main():
     from wan_fp4.eval.bench_attention import parse_shape, use_prebuilt_dir
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["launch", "prepass", "percall", "waves", "short", "floor"])
+    ap.add_argument("what", choices=["launch", "prepass", "percall", "waves", "short", "floor", "rounds"])
     ap.add_argument("--configs", nargs="*", type=json.loads, default=[])
     ap.add_argument("--prebuilt-dir", default=None)
     ap.add_argument("--trace", default=None, help="percall: write a Chrome trace here")
@@ -329,6 +360,8 @@ def main():
         short([{}] + args.configs)
     elif args.what == "floor":
         floor()
+    elif args.what == "rounds":
+        rounds()
     else:
         percall(args.trace)
 
