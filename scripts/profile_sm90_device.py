@@ -57,13 +57,29 @@ def _rand(b, s, h, d):
     return torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16)
 
 
+def _operands(q, k, v, mode):
+    """The pre-pass's operands for `mode` and the kernel's output buffers: (ops, out, lse)."""
+    b, s, h, d = q.shape
+    ops = prepare.prepare_fp8(q, k, v, **v_layout_args(mode))
+    out = torch.empty(b, s, h, d, dtype=torch.bfloat16, device=q.device)
+    lse = torch.empty(b, h, s, dtype=torch.float32, device=q.device)
+    return ops, out, lse
+
+
+def _graph_ms(fn, calls, rep=300, warmup=5):
+    """Milliseconds per call of fn, replayed from a CUDA graph of `calls` calls (do_bench median)."""
+    import triton.testing as tt
+
+    from wan_fp4.eval.bench_attention import graphed
+
+    return tt.do_bench(graphed(fn, calls), warmup=warmup, rep=rep, return_mode="median") / calls
+
+
 def launch(configs, shape=(1, 12, 32760, 128), mode="direct-p", s_kv=None):
     b, h, s, d = shape
     s_kv = s if s_kv is None else s_kv
     q, k, v = _rand(b, s, h, d), _rand(b, s_kv, h, d), _rand(b, s_kv, h, d)
-    ops = prepare.prepare_fp8(q, k, v, **v_layout_args(mode))
-    out = torch.empty(b, s, h, d, dtype=torch.bfloat16, device="cuda")
-    lse = torch.empty(b, h, s, dtype=torch.float32, device="cuda")
+    ops, out, lse = _operands(q, k, v, mode)
     for config in configs:
         sm90.launch(ops, mode, d, config=config, out=out, lse=lse, prebuilt=True)
     from wan_fp4.eval.bench_attention import fp8_gemm
@@ -80,7 +96,6 @@ def prepass(repeats=5):
     (Q, K, V read once, codes written; this one reads K and V twice)."""
     import triton.testing as tt
 
-    from wan_fp4.eval.bench_attention import graphed
     from wan_fp4.eval.device_check import mismatch
 
     layout = v_layout_args("direct-p")
@@ -102,7 +117,7 @@ def prepass(repeats=5):
         for name, chunk in chunks.items():
             fn = lambda q=q, k=k, v=v, chunk=chunk: prepare._prepare_triton(q, k, v, True, chunk=chunk, **layout)  # noqa: E731
             eager = tt.do_bench(fn, warmup=25, rep=200, return_mode="median")
-            ms = tt.do_bench(graphed(fn, 10), warmup=5, rep=200, return_mode="median") / 10
+            ms = _graph_ms(fn, 10, rep=200)
             print(f"B{b} H{h} S{s}  whole pre-pass, {name:18s} {ms:.4f} ms from a CUDA graph, {eager:.4f} eager "
                   f"({moved / ms / 1e9:.2f} TB/s of the {moved / 1e6:.0f} MB it must move)", flush=True)
         del q, k, v, want
@@ -113,17 +128,11 @@ def short(configs, modes=("direct-p", "fp8"), lengths=(1024, 4096, 7680, 16384),
     """The kernel alone at B1 H40 D128 and short lengths, replayed from a CUDA graph of `launches`
     launches (no host work, pre-pass done before), for the default config and each of `configs`,
     each config's output compared bit for bit with the default's."""
-    import triton.testing as tt
-
-    from wan_fp4.eval.bench_attention import graphed
-
     b, h, d = 1, 40, 128
     for mode in modes:
         for s in lengths:
             q, k, v = _rand(b, s, h, d), _rand(b, s, h, d), _rand(b, s, h, d)
-            ops = prepare.prepare_fp8(q, k, v, **v_layout_args(mode))
-            out = torch.empty(b, s, h, d, dtype=torch.bfloat16, device="cuda")
-            lse = torch.empty(b, h, s, dtype=torch.float32, device="cuda")
+            ops, out, lse = _operands(q, k, v, mode)
             times, first = [], None
             for config in (c for c in configs if sm90.applies(mode, c)):
                 fn = lambda config=config, ops=ops: sm90.launch(ops, mode, d, config=config, out=out, lse=lse,  # noqa: E731
@@ -133,7 +142,7 @@ def short(configs, modes=("direct-p", "fp8"), lengths=(1024, 4096, 7680, 16384),
                 if first is None:
                     first = out.clone()
                 same = torch.equal(out, first)
-                times.append(tt.do_bench(graphed(fn, launches), warmup=5, rep=300, return_mode="median") / launches)
+                times.append(_graph_ms(fn, launches))
                 print(f"{mode} B{b} H{h} S{s} D{d} {json.dumps(config)}: kernel alone from a CUDA graph "
                       f"{times[-1]:.4f} ms ({times[0] / times[-1]:.3f}x the default), output identical: {same}",
                       flush=True)
@@ -217,9 +226,7 @@ def waves(mode="direct-p", d=128, configs=({},), launches=20):
             for n_waves in (1, 2):
                 s_q = tile_m * sms * n_waves
                 q = _rand(1, s_q, 1, d)
-                ops = prepare.prepare_fp8(q, k, v, **v_layout_args(mode))
-                out = torch.empty(1, s_q, 1, d, dtype=torch.bfloat16, device="cuda")
-                lse = torch.empty(1, 1, s_q, dtype=torch.float32, device="cuda")
+                ops, out, lse = _operands(q, k, v, mode)
                 replay = graphed(lambda: sm90.launch(ops, mode, d, config=config, out=out, lse=lse, prebuilt=True),
                                  launches)
                 replay()
@@ -263,20 +270,16 @@ def _cast_floor(tensors):
 
 def floor(lengths=(1024, 4096), calls=20):
     import torch.nn.functional as F
-    import triton.testing as tt
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     import wan_fp4
-    from wan_fp4.eval.bench_attention import graphed
 
     b, h, d, mode = 1, 40, 128, "direct-p"
     layout = v_layout_args(mode)
     for s in lengths:
         q, k, v = _rand(b, s, h, d), _rand(b, s, h, d), _rand(b, s, h, d)
         qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
-        ops = prepare.prepare_fp8(q, k, v, **layout)
-        out = torch.empty(b, s, h, d, dtype=torch.bfloat16, device="cuda")
-        lse = torch.empty(b, h, s, dtype=torch.float32, device="cuda")
+        ops, out, lse = _operands(q, k, v, mode)
         stats = torch.empty(3, b, h, d, dtype=torch.float32, device="cuda")
 
         def kernel():
@@ -302,17 +305,13 @@ def floor(lengths=(1024, 4096), calls=20):
             "torch SDPA cuDNN BF16": cudnn_bf16,
         }
         for name, fn in parts.items():
-            ms = tt.do_bench(graphed(fn, calls), warmup=5, rep=300, return_mode="median") / calls
+            ms = _graph_ms(fn, calls)
             print(f"B{b} H{h} S{s} D{d} {name:40s} {ms * 1e3:7.1f} us from a CUDA graph", flush=True)
         del q, k, v, qt, kt, vt, ops
         torch.cuda.empty_cache()
 
 
 def rounds(modes=("direct-p", "fp8"), s_kv=32760, d=128, launches=5):
-    import triton.testing as tt
-
-    from wan_fp4.eval.bench_attention import graphed
-
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     tiles = -(-s_kv // 128)
     for h in (12, 40):
@@ -322,11 +321,9 @@ def rounds(modes=("direct-p", "fp8"), s_kv=32760, d=128, launches=5):
             for n_tiles in (tiles, whole):
                 s_q = min(n_tiles * 128, s_kv)
                 q = _rand(1, s_q, h, d)
-                ops = prepare.prepare_fp8(q, k, v, **v_layout_args(mode))
-                out = torch.empty(1, s_q, h, d, dtype=torch.bfloat16, device="cuda")
-                lse = torch.empty(1, h, s_q, dtype=torch.float32, device="cuda")
-                fn = lambda ops=ops, out=out, lse=lse: sm90.launch(ops, mode, d, out=out, lse=lse, prebuilt=True)  # noqa: E731
-                ms = tt.do_bench(graphed(fn, launches), warmup=3, rep=1000, return_mode="median") / launches
+                ops, out, lse = _operands(q, k, v, mode)
+                ms = _graph_ms(lambda: sm90.launch(ops, mode, d, out=out, lse=lse, prebuilt=True), launches,
+                               rep=1000, warmup=3)
                 waves = n_tiles * h / sms
                 print(f"{mode} B1 H{h} S_q {s_q} S_kv {s_kv} D{d}: {n_tiles} query tiles per head, {waves:.2f} waves "
                       f"in {-(-n_tiles * h // sms)} rounds: {ms:.3f} ms, {ms / -(-n_tiles * h // sms) * 1e3:.1f} us per "
