@@ -22,7 +22,7 @@ floor: what a short call cannot go below, at B1 H40 D128, S 1,024 and 4,096, eac
   one-launch E4M3 cast of Q, K and V (no scales: the bytes' floor of any pre-pass) + the kernel,
   the same cast of K and V only + the kernel (Q quantised in the kernel, at no cost), beside torch
   SDPA's cuDNN BF16.
-short: the kernel alone at B1 H40 D128, S 1,024-16,384, from a CUDA graph, for the default config
+short: the kernel alone at B1 H40 D128, S --lengths (default 1,024-16,384), from a CUDA graph, for the default config
   and each --configs that applies to the mode (each one's output compared bit for bit with the default's).
 rounds: what a partial last wave costs. At B1 H12 and H40, D128, 32,760 keys, the kernel alone
   from a CUDA graph over all 256 query tiles per head and over the fewest tiles per head that make
@@ -344,6 +344,7 @@ def main():
     ap.add_argument("--shape", type=parse_shape, default=(1, 12, 32760, 128), help="launch: BxHxSxD")
     ap.add_argument("--s-kv", type=int, default=None, help="launch: the key length (default: the shape's S)")
     ap.add_argument("--mode", choices=("direct-p", "fp8"), default="direct-p", help="launch: the kernel's mode")
+    ap.add_argument("--lengths", type=int, nargs="*", default=[1024, 4096, 7680, 16384], help="short: sequence lengths")
     args = ap.parse_args()
 
     use_prebuilt_dir(args.prebuilt_dir)
@@ -354,7 +355,7 @@ def main():
     elif args.what == "waves":
         waves(args.mode, args.shape[3], [{}] + args.configs)
     elif args.what == "short":
-        short([{}] + args.configs)
+        short([{}] + args.configs, lengths=args.lengths)
     elif args.what == "floor":
         floor()
     elif args.what == "rounds":
