@@ -324,10 +324,10 @@ def rounds(modes=("direct-p", "fp8"), s_kv=32760, d=128, launches=5):
                 ops, out, lse = _operands(q, k, v, mode)
                 ms = _graph_ms(lambda: sm90.launch(ops, mode, d, out=out, lse=lse, prebuilt=True), launches,
                                rep=1000, warmup=3)
-                waves, n_rounds = n_tiles * h / sms, -(-n_tiles * h // sms)
-                print(f"{mode} B1 H{h} S_q {s_q} S_kv {s_kv} D{d}: {n_tiles} query tiles per head, {waves:.2f} waves "
+                n_waves, n_rounds = n_tiles * h / sms, -(-n_tiles * h // sms)
+                print(f"{mode} B1 H{h} S_q {s_q} S_kv {s_kv} D{d}: {n_tiles} query tiles per head, {n_waves:.2f} waves "
                       f"in {n_rounds} rounds: {ms:.3f} ms, {ms / n_rounds * 1e3:.1f} us per round, "
-                      f"{ms / waves * 1e3:.1f} us per wave of work", flush=True)
+                      f"{ms / n_waves * 1e3:.1f} us per wave of work", flush=True)
                 del q, ops
         del k, v
         torch.cuda.empty_cache()
