@@ -1,0 +1,8 @@
+set -o pipefail
+export PYTHONUNBUFFERED=1
+source .device/install.sh py || exit 4
+export PYTHONPATH=$PWD:$PYTHONPATH
+P=.device/sm90_hp3
+date -u +%H:%M:%S
+python3 -m wan_fp4.cli bench attention --shapes 1x12x32760x128 1x40x32760x128 1x40x75600x128 --modes fp8 --kernels sm90-cute --peers cudnn-fp8-kernel --rep-ms 600 --prebuilt-dir $P --sm90-configs '{"headroom": 24, "pingpong": 3}' '{"pingpong": 3}' --json $OUT/bench_hp3.json 2>&1 | tee $OUT/bench_hp3.txt | tail -6
+date -u +%H:%M:%S
