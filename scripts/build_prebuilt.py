@@ -37,7 +37,7 @@ def _sm90_entry(mode, head_dim, config=None):
     from wan_fp4.kernels.sm90 import default_config
     from wan_fp4.kernels.sm90.aot import kernel_name
 
-    cfg = {**default_config(mode), **(config or {})}
+    cfg = {**default_config(mode, head_dim), **(config or {})}
 
     def build():
         from wan_fp4.kernels.sm90.compile import compile_kernel
@@ -69,11 +69,13 @@ ENTRIES = [
 
 
 def sm90_variant_entries(configs, head_dims=(128,)):
-    """Entries of the sm90 kernels of each config at each head dim, in every mode it applies to."""
+    """Entries of the sm90 kernels of each config at each head dim, in every mode it applies to,
+    but for a (mode, D) whose default it is (that kernel is among ENTRIES already)."""
     from wan_fp4.kernels.sm90 import SUPPORTED_MODES, applies
+    from wan_fp4.kernels.sm90.aot import kernel_name
 
     return [_sm90_entry(mode, d, cfg) for cfg in configs for d in head_dims for mode in SUPPORTED_MODES
-            if applies(mode, cfg)]
+            if applies(mode, cfg) and kernel_name(mode, d, cfg) != kernel_name(mode, d)]
 
 
 def prebuilt_of(family: str):

@@ -380,10 +380,25 @@ def test_cluster_2_multicasts_k_and_v_but_not_q(mode, head_dim):
     assert not re.search(r"\b(ld|st)\.local", ptx)
 
 
+def test_sum_tree_is_fp8s_and_changes_only_the_row_sum():
+    """sum_tree (fp8; its default at D128): the tile's p summed as a tree instead of one chain; the
+    same exponentials and P bytes, refused for direct-p (whose sum is accumulator column D)."""
+    from wan_fp4.kernels.sm90.kernel import Sm90Attention
+
+    with pytest.raises(ValueError, match="sum_tree applies to mode 'fp8' only"):
+        Sm90Attention("direct-p", 128, sum_tree=True)
+    assert sm90.applies("fp8", {"sum_tree": True}) and not sm90.applies("direct-p", {"sum_tree": True})
+    chain = ptx_of(compile_kernel("fp8", 64, options=KEEP))
+    tree = ptx_of(compile_kernel("fp8", 64, sum_tree=True, options=KEEP))
+    assert chain != tree and _ex2_count(chain) == _ex2_count(tree)
+    assert chain.count("cvt.rn.satfinite.e4m3x2.f32") == tree.count("cvt.rn.satfinite.e4m3x2.f32")
+
+
 def test_cluster_1_has_no_cluster_code():
-    """The default (cluster=1) loads everything per CTA and never touches another CTA."""
+    """cluster=1 (the default but for fp8 at D128) loads everything per CTA and never touches
+    another CTA."""
     for mode in ("direct-p", "fp8"):
-        ptx = ptx_of(compile_kernel(mode, 128, options=KEEP))
+        ptx = ptx_of(compile_kernel(mode, 128, cluster=1, options=KEEP))
         assert _tma_loads(ptx) and not any(mc for mc, _ in _tma_loads(ptx))
         assert "shared::cluster" not in ptx and "barrier.cluster" not in ptx and "mapa" not in ptx
 
@@ -404,12 +419,18 @@ def test_cluster_options_and_refusals():
 def test_prebuilt_names_carry_the_options_that_differ_from_the_mode_default():
     from wan_fp4.kernels.sm90 import aot
 
-    assert all(sm90.default_config(m)["intra"] and sm90.default_config(m)["fold"] == 4 for m in ("fp8", "direct-p"))
+    assert all(sm90.default_config(m, d)["intra"] and sm90.default_config(m, d)["fold"] == 4
+               for m in ("fp8", "direct-p") for d in (128, 64))
     assert aot.kernel_name("fp8", 128) == "wanfp4_sm90_fp8_d128"
     assert aot.kernel_name("fp8", 128, {"intra": False}) == "wanfp4_sm90_fp8_d128_intra0"
     assert aot.kernel_name("direct-p", 64, {"pingpong": True, "stages": 3}) == "wanfp4_sm90_directp_d64_pingpong1_stages3"
-    assert sm90.default_config("direct-p")["f16_bytes"] and not sm90.default_config("fp8")["f16_bytes"]
-    assert sm90.default_config("fp8")["pingpong"] == 2 and sm90.default_config("direct-p")["pingpong"] == 0
+    assert sm90.default_config("direct-p", 128)["f16_bytes"] and not sm90.default_config("fp8", 128)["f16_bytes"]
+    assert sm90.default_config("fp8", 128)["pingpong"] == 2 and sm90.default_config("direct-p", 128)["pingpong"] == 0
+    # fp8 at D128 only: the tree row sum and CTA pairs; its D64 and direct-p keep cluster 1, the chain
+    assert sm90.default_config("fp8", 128)["cluster"] == 2 and sm90.default_config("fp8", 128)["sum_tree"]
+    assert all(sm90.default_config(m, d)["cluster"] == 1 and not sm90.default_config(m, d)["sum_tree"]
+               for m, d in (("fp8", 64), ("direct-p", 128), ("direct-p", 64)))
+    assert aot.kernel_name("fp8", 128, {"cluster": 1}) == "wanfp4_sm90_fp8_d128_cluster1"
     assert aot.kernel_name("fp8", 128, {"pingpong": 0}) == "wanfp4_sm90_fp8_d128_pingpong0"
     assert aot.kernel_name("direct-p", 128, {"f16_bytes": True}) == "wanfp4_sm90_directp_d128"
     assert (aot.kernel_name("direct-p", 128, {"f16_bytes": False, "headroom": 0})
@@ -714,7 +735,8 @@ def test_build_prebuilt_makes_each_variant_at_each_head_dim_in_the_modes_it_appl
     spec.loader.exec_module(script)
     names = [e[0] for e in script.sm90_variant_entries([{"cluster": 2}, sm90.THREE_WG], (128, 64))]
     three = "_fold2_headroom0_intra0_n_wg3_overlap0_p_smem1"
-    assert names == ["wanfp4_sm90_directp_d128_cluster2", "wanfp4_sm90_fp8_d128_cluster2",
+    # fp8 at D128 runs cluster 2 by default (HEAD_DIM_CONFIG): that kernel is the default's
+    assert names == ["wanfp4_sm90_directp_d128_cluster2",
                      "wanfp4_sm90_directp_d64_cluster2", "wanfp4_sm90_fp8_d64_cluster2",
                      "wanfp4_sm90_directp_d128" + three, "wanfp4_sm90_directp_d64" + three]
     assert [e[0] for e in script.sm90_variant_entries([{"stages": 3}])] == [
@@ -729,8 +751,8 @@ def test_headroom_option_checks_with_hmnmx2_and_a_vote_and_is_refused_where_it_d
     from wan_fp4.kernels.sm90.kernel import Sm90Attention
     from wan_fp4.modes import DIRECT_P_HEADROOM
 
-    assert sm90.default_config("direct-p")["headroom"] == DIRECT_P_HEADROOM == 24
-    assert sm90.default_config("fp8")["headroom"] == 0
+    assert sm90.default_config("direct-p", 128)["headroom"] == DIRECT_P_HEADROOM == 24
+    assert sm90.default_config("fp8", 128)["headroom"] == 0
     ptx = ptx_of(compile_kernel("direct-p", 128, options=KEEP))
     assert ptx.count("max.f16x2") >= 31 and "vote.sync.any.pred" in ptx
     assert not re.search(r"\b(ld|st)\.local", ptx)

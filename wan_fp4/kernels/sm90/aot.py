@@ -3,7 +3,7 @@ mechanism in wan_fp4/kernels/aot.py (export, C shim, manifest/hash check, first-
 JIT fallback). The launch options they are named by live in config.py.
 
 Artifacts: wan_fp4/kernels/prebuilt/sm90a/ (scripts/build_prebuilt.py --only sm90), one kernel per
-(mode, D) with the mode's default_config, keyed by the hash of kernel.py, ptx.py, compile.py, config.py,
+(mode, D) with its default_config, keyed by the hash of kernel.py, ptx.py, compile.py, config.py,
 layout.py and the constants kernel.py imports from wan_fp4.modes.
 Other configs get their own names (kernel_name), so experiments can be built ahead of time too
 (build_prebuilt.py --sm90-config ... --out DIR) and loaded from another folder.
@@ -28,8 +28,8 @@ PREBUILT = Prebuilt(arch="sm90a", gpu_arch="sm_90a", family="sm90", src_dir=PKG,
 
 
 def kernel_name(mode: str, head_dim: int, config: dict | None = None) -> str:
-    """wanfp4_sm90_<mode>_d<D>, plus a tag of the options that differ from the mode's default."""
-    base = default_config(mode)
+    """wanfp4_sm90_<mode>_d<D>, plus a tag of the options that differ from (mode, D)'s default."""
+    base = default_config(mode, head_dim)
     cfg = {**base, **(config or {})}
     tag = "".join(f"_{key}{int(val)}" for key, val in sorted(cfg.items()) if base.get(key) != val)
     return f"wanfp4_sm90_{mode.replace('-', '')}_d{head_dim}{tag}"

@@ -38,10 +38,10 @@ def runtime_args(tensors, sizes, c, stream):
 
 def compile_kernel(mode: str, head_dim: int, *, options: str = "", **config):
     """Compile (cached) for sm_90a; works without a GPU. Returns the DSL's compiled object.
-    config: Sm90Attention's keyword options over the mode's default_config."""
+    config: Sm90Attention's keyword options over default_config(mode, head_dim)."""
     from . import default_config
 
-    cfg = {**default_config(mode), **config}
+    cfg = {**default_config(mode, head_dim), **config}
     key = (mode, head_dim, tuple(sorted(cfg.items())), ARCH, options)
     with _lock:
         hit = _cache.get(key)

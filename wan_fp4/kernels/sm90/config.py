@@ -8,7 +8,8 @@ from ...modes import DIRECT_P_HEADROOM
 # (intra, FA3's intra-warp-group order); together 2-4% faster for direct-p and 5-6% for fp8 at the
 # Wan shapes, with the error against exact attention unchanged.
 DEFAULT_CONFIG = {"n_wg": 2, "stages": 2, "overlap": True, "fold": 4, "intra": True, "f16_bytes": False,
-                  "p_smem": False, "cluster": 1, "headroom": 0, "pingpong": 0}
+                  "p_smem": False, "cluster": 1, "headroom": 0, "pingpong": 0,
+                  "sum_tree": False}
 # Per-mode changes: direct-p makes its P bytes through f16 (1.75 instead of 2.75 instructions per
 # score; docs/SM90_GEN2.md item 1), bit-identical and 4-5% faster at the Wan shapes; and its codes
 # with the row reference held (headroom, item 12: no row max per tile; 0 = the running max).
@@ -16,9 +17,15 @@ DEFAULT_CONFIG = {"n_wg": 2, "stages": 2, "overlap": True, "fold": 4, "intra": T
 # (pingpong 2, item 13): the same arithmetic, 1-3.5% faster at D128 in two runs, 1% slower at D64
 # (direct-p loses 10% with it).
 MODE_CONFIG = {"direct-p": {"f16_bytes": True, "headroom": DIRECT_P_HEADROOM}, "fp8": {"pingpong": 2}}
+# Per (mode, head dim), over the mode's: fp8 at D128 sums each tile's p as a tree (its 32 additions
+# per row half had been one dependent chain) and shares each K and V^T load between CTA pairs
+# (cluster 2): together 0.7% (H12 S32760) to 1.6% (H40 S32760) faster in paired rounds, the same
+# P bytes (BENCHMARKS.md, 2026-12-04 fourth run), 3-6% slower at 1,024-4,096 tokens; at D64 11%
+# slower, so D64 keeps the mode's options.
+HEAD_DIM_CONFIG = {("fp8", 128): {"sum_tree": True, "cluster": 2}}
 # Options only one mode has (the kernel refuses them in the other): a config list meant for both
 # modes (wan-fp4 check --configs, build_prebuilt.py --sm90-config, the benches) skips the other.
-MODE_ONLY = {"f16_bytes": "direct-p", "p_smem": "direct-p", "headroom": "direct-p"}
+MODE_ONLY = {"f16_bytes": "direct-p", "p_smem": "direct-p", "headroom": "direct-p", "sum_tree": "fp8"}
 # Three consumer warp groups (192 query rows per CTA, 160 registers each), P staged through shared
 # memory, each warp group's tiles in series (docs/SM90_GEN2.md, plan item 2): options over the default
 # (its serial schedule folds every two tiles and has no intra overlap). The headroom rule needs the
@@ -26,12 +33,12 @@ MODE_ONLY = {"f16_bytes": "direct-p", "p_smem": "direct-p", "headroom": "direct-
 THREE_WG = {"n_wg": 3, "p_smem": True, "overlap": False, "fold": 2, "intra": False, "headroom": 0}
 
 
-def default_config(mode: str) -> dict:
-    """The kernel options `launch` uses for `mode` unless told otherwise."""
-    return {**DEFAULT_CONFIG, **MODE_CONFIG.get(mode, {})}
+def default_config(mode: str, head_dim: int) -> dict:
+    """The kernel options `launch` uses for `mode` at `head_dim` unless told otherwise."""
+    return {**DEFAULT_CONFIG, **MODE_CONFIG.get(mode, {}), **HEAD_DIM_CONFIG.get((mode, head_dim), {})}
 
 
 def applies(mode: str, config: dict) -> bool:
-    """Whether `config` (options over the mode's default_config) is a kernel of `mode`: not when
+    """Whether `config` (options over a default_config of the mode) is a kernel of `mode`: not when
     it turns on an option that only another mode has."""
     return all(not val or MODE_ONLY.get(key, mode) == mode for key, val in config.items())

@@ -13,7 +13,7 @@ CTA pairs along the query tiles share each K and V^T load by TMA multicast), war
                              f16_bytes: FMA to t * 2^-24, cvt.rn.relu.f16x2 (rne(t) in the f16
                              subnormal bits, 0 below 0), PRMT: 1.75 instr/score
                              fp8:      E4M3(ex2(fma(S, qk, fl(8 - m)))) (P's 256 in the exponent),
-                             l += p in FP32
+                             l += p in FP32 (sum_tree: each tile's p summed as a tree)
     acc = acc * alpha + P V  (FP8 wgmma, P the A operand from registers, into a zeroed tile
                              accumulator of `fold` key tiles, i.e. folded every 128 * fold keys
                              (fold = 4: 512); one FFMA per element adds it into FP32)
@@ -71,10 +71,9 @@ O_BARRIER = TURN_BARRIER + 3
 O_ROW_PAD_WORDS = 4
 
 
-def _tree_max(vals, op=None):
-    """Max (op: cute.arch.fmax unless given) of a list as a balanced tree (plain Python at trace
-    time: log2(n) dependent steps)."""
-    op = op or cute.arch.fmax
+def _tree(vals, op):
+    """op (max, add) over a list as a balanced tree (plain Python at trace time: log2(n) dependent
+    steps, not n - 1)."""
     while len(vals) > 1:
         vals = [op(vals[i], vals[i + 1]) for i in range(0, len(vals) - 1, 2)] + ([vals[-1]] if len(vals) % 2 else [])
     return vals[0]
@@ -90,7 +89,7 @@ def _quad_reduce(x, op):
 def _row_half_max(acc_s, hf):
     """Max of row half hf's values in acc_s (scores, or codes) over its whole row: the thread's 32
     as a tree, then across the quad."""
-    mx = _tree_max([acc_s[cc + 2 * hf + 4 * j] for j in range(TILE_N // 8) for cc in range(2)])
+    mx = _tree([acc_s[cc + 2 * hf + 4 * j] for j in range(TILE_N // 8) for cc in range(2)], cute.arch.fmax)
     return _quad_reduce(mx, cute.arch.fmax)
 
 
@@ -116,7 +115,7 @@ class Regs(NamedTuple):
 class Sm90Attention:
     def __init__(self, mode: str, head_dim: int, n_wg: int = 2, stages: int = 2, overlap: bool = True,
                  pingpong: int = 0, fold: int = 1, intra: bool = False, f16_bytes: bool = False,
-                 p_smem: bool = False, cluster: int = 1, headroom: int = 0):
+                 p_smem: bool = False, cluster: int = 1, headroom: int = 0, sum_tree: bool = False):
         if mode not in ("direct-p", "fp8"):
             raise ValueError(f"mode must be 'direct-p' or 'fp8', got {mode!r}")
         if head_dim not in (64, 128):
@@ -198,6 +197,9 @@ class Sm90Attention:
         if f16_bytes and not self.direct:
             raise ValueError(f"f16_bytes applies to mode 'direct-p' only, got mode {mode!r}")
         self.f16_bytes = bool(f16_bytes)
+        if sum_tree and self.direct:
+            raise ValueError(f"sum_tree applies to mode 'fp8' only, got mode {mode!r}")
+        self.sum_tree = bool(sum_tree)  # fp8's row sum per tile as a balanced tree, not a chain
         self.p_smem = bool(p_smem)
         self.p_buffers = fold * n_wg  # p_smem: P tiles in shared memory
         self.o_row_words = head_dim // 2 + O_ROW_PAD_WORDS  # a staged output row: BF16 pairs, then padding
@@ -861,13 +863,19 @@ class Sm90Attention:
             else:
                 lsum = Float32(0.0)
                 bias = fma_f32(m_new, -1.0, LOG2_P_SCALE)  # fl(8 - m): p carries P's 256
+                ps = []
                 for j in cutlass.range_constexpr(TILE_N // 8):
                     for cc in cutlass.range_constexpr(2):
                         i = cc + 2 * hf + 4 * j
                         # 2^fl(s qk + 8 - m): NUMERICS allows ex2.approx's few ulp
                         p = ex2_approx(fma_f32(acc_s[i], qk, bias))
-                        lsum = lsum + p
+                        if const_expr(self.sum_tree):
+                            ps.append(p)
+                        else:
+                            lsum = lsum + p
                         acc_s[i] = p
+                if const_expr(self.sum_tree):
+                    lsum = _tree(ps, lambda a, b: a + b)
                 l_run[hf] = l_run[hf] + lsum
 
     @cute.jit
@@ -902,7 +910,7 @@ class Sm90Attention:
                 hi = cvt_f16x2_relu(v[2], v[3])
                 r_p32[(0, hf, g), 0, kb] = low_bytes_of_halves(lo, hi)
                 words.append((lo, hi))
-        return words, _tree_max([max_f16x2(lo, hi) for lo, hi in words], max_f16x2)
+        return words, _tree([max_f16x2(lo, hi) for lo, hi in words], max_f16x2)
 
     @cute.jit
     def pack_checked(self, regs):
