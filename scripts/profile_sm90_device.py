@@ -27,6 +27,11 @@ short: the kernel alone at B1 H40 D128, S --lengths (default 1,024-16,384), from
 rounds: what a partial last wave costs. At B1 H12 and H40, D128, 32,760 keys, the kernel alone
   from a CUDA graph over all 256 query tiles per head and over the fewest tiles per head that make
   whole waves (one CTA per SM), per round of CTAs; the difference is the last wave's share.
+pairs: small differences between configs, paired. At each --shapes (default B1 H12 and H40, S32760,
+  D128), the default config and each --configs that applies to --mode, alternated in --rounds
+  rounds in one process, the kernel alone from a CUDA graph: each config's time per round and its
+  speed against the default's of the same round (a run's drift cancels in the ratio), with each
+  output's relative L2 from the default's.
 waves: the kernel's fixed cost per CTA. One head, one and two full waves of query tiles (one CTA
   per SM; a tile is the config's 64 rows per consumer warp group) against key lengths 128-8,192, each launch timed replayed from a CUDA graph (no
   host work): two waves minus one is one CTA's whole time at that key length, fitted to
@@ -333,18 +338,52 @@ def rounds(modes=("direct-p", "fp8"), s_kv=32760, d=128, launches=5):
         torch.cuda.empty_cache()
 
 
+def pairs(configs, mode="fp8", shapes=((1, 12, 32760, 128), (1, 40, 32760, 128)), n_rounds=6):
+    configs = [c for c in configs if sm90.applies(mode, c)]
+    for b, h, s, d in shapes:
+        q, k, v = _rand(b, s, h, d), _rand(b, s, h, d), _rand(b, s, h, d)
+        ops, out, lse = _operands(q, k, v, mode)
+        calls = [lambda c=c: sm90.launch(ops, mode, d, config=c, out=out, lse=lse, prebuilt=True) for c in configs]
+        first = None
+        for config, call in zip(configs, calls):
+            call()
+            torch.cuda.synchronize()
+            first = out.clone() if first is None else first
+            rel = ((out.float() - first.float()).norm() / first.float().norm()).item()
+            print(f"{mode} B{b} H{h} S{s} D{d} {json.dumps(config)}: output rel L2 from the default's {rel:.2e}",
+                  flush=True)
+        # graphs of about 2 ms of work or more (at ~1 PFLOP/s), at most 20 launches
+        launches = max(1, min(20, int(-(-2e12 // (4 * b * h * s * s * d)))))
+        times = [[] for _ in configs]
+        for r in range(n_rounds):
+            for t, call in zip(times, calls):
+                t.append(_graph_ms(call, launches, rep=400, warmup=3))
+            print(f"{mode} B{b} H{h} S{s} D{d} round {r}: "
+                  + ", ".join(f"{json.dumps(c)} {t[-1]:.4f} ms" for c, t in zip(configs, times)), flush=True)
+        for config, t in zip(configs, times):
+            speed = [base / x for base, x in zip(times[0], t)]
+            print(f"{mode} B{b} H{h} S{s} D{d} {json.dumps(config)}: median {sorted(t)[len(t) // 2]:.4f} ms, speed "
+                  f"against the default per round {min(speed):.4f}-{max(speed):.4f} (mean "
+                  f"{sum(speed) / len(speed):.4f})", flush=True)
+        del q, k, v, ops, out, lse
+        torch.cuda.empty_cache()
+
+
 def main():
     from wan_fp4.eval.bench_attention import parse_shape, use_prebuilt_dir
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["launch", "prepass", "percall", "waves", "short", "floor", "rounds"])
+    ap.add_argument("what", choices=["launch", "prepass", "percall", "waves", "short", "floor", "rounds", "pairs"])
     ap.add_argument("--configs", nargs="*", type=json.loads, default=[])
     ap.add_argument("--prebuilt-dir", default=None)
     ap.add_argument("--trace", default=None, help="percall: write a Chrome trace here")
     ap.add_argument("--shape", type=parse_shape, default=(1, 12, 32760, 128), help="launch: BxHxSxD")
     ap.add_argument("--s-kv", type=int, default=None, help="launch: the key length (default: the shape's S)")
-    ap.add_argument("--mode", choices=("direct-p", "fp8"), default="direct-p", help="launch: the kernel's mode")
+    ap.add_argument("--mode", choices=("direct-p", "fp8"), default="direct-p", help="launch, waves, pairs: the kernel's mode")
     ap.add_argument("--lengths", type=int, nargs="*", default=[1024, 4096, 7680, 16384], help="short: sequence lengths")
+    ap.add_argument("--shapes", type=parse_shape, nargs="*", default=[(1, 12, 32760, 128), (1, 40, 32760, 128)],
+                    help="pairs: BxHxSxD shapes")
+    ap.add_argument("--rounds", type=int, default=6, help="pairs: rounds of the alternation")
     args = ap.parse_args()
 
     use_prebuilt_dir(args.prebuilt_dir)
@@ -360,6 +399,8 @@ def main():
         floor()
     elif args.what == "rounds":
         rounds()
+    elif args.what == "pairs":
+        pairs([{}] + args.configs, args.mode, args.shapes, args.rounds)
     else:
         percall(args.trace)
 

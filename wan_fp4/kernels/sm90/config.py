@@ -19,9 +19,9 @@ DEFAULT_CONFIG = {"n_wg": 2, "stages": 2, "overlap": True, "fold": 4, "intra": T
 MODE_CONFIG = {"direct-p": {"f16_bytes": True, "headroom": DIRECT_P_HEADROOM}, "fp8": {"pingpong": 2}}
 # Per (mode, head dim), over the mode's: fp8 at D128 sums each tile's p as a tree (its 32 additions
 # per row half had been one dependent chain) and shares each K and V^T load between CTA pairs
-# (cluster 2): together 0.7% (H12 S32760) to 1.6% (H40 S32760) faster in paired rounds, the same
-# P bytes (BENCHMARKS.md, 2026-12-04 fourth run), 3-6% slower at 1,024-4,096 tokens; at D64 11%
-# slower, so D64 keeps the mode's options.
+# (cluster 2): together 0.35-0.7% (H12 S32760) and 1.0-1.6% (H40 S32760) faster in two paired
+# runs, the same P bytes (BENCHMARKS.md, 2026-12-04 fifth run), 3-6% slower at 1,024-4,096 tokens;
+# at D64 11% slower, so D64 keeps the mode's options.
 HEAD_DIM_CONFIG = {("fp8", 128): {"sum_tree": True, "cluster": 2}}
 # Options only one mode has (the kernel refuses them in the other): a config list meant for both
 # modes (wan-fp4 check --configs, build_prebuilt.py --sm90-config, the benches) skips the other.
