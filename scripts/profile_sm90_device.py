@@ -17,9 +17,9 @@ percall: where a short call's time goes, at B1 H40 S1024 (the fixed per-call cos
   same two ways; then torch.profiler over 100 eager calls (each op's CPU and CUDA time, kernels
   per call); a Chrome trace goes to --trace if given.
 floor: what a short call cannot go below, at B1 H40 D128, S 1,024 and 4,096, each from a CUDA graph:
-  the whole call, the pre-pass, its column statistics alone (which every code waits for: K's mean
-  and V's channel amax span all keys), the kernel alone, then the statistics + the kernel, a
-  one-launch E4M3 cast of Q, K and V (no scales: the bytes' floor of any pre-pass) + the kernel,
+  the whole call, the pre-pass, its column statistics' partials alone (which every code waits for:
+  K's mean and V's channel amax span all keys), the kernel alone, then the statistics + the kernel,
+  a one-launch E4M3 cast of Q, K and V (no scales: the bytes' floor of any pre-pass) + the kernel,
   the same cast of K and V only + the kernel (Q quantised in the kernel, at no cost), beside torch
   SDPA's cuDNN BF16.
 short: the kernel alone at B1 H40 D128, S --lengths (default 1,024-16,384), from a CUDA graph, for the default config
@@ -195,7 +195,7 @@ def percall(trace=None, calls=100):
     # the host's share, piece by piece: each runs ahead of a GPU that finishes it sooner
     ops = prepare.prepare_fp8(q, k, v, **v_layout_args("direct-p"))
     pieces = {
-        "prepare_fp8 (three Triton launches)": lambda: prepare.prepare_fp8(q, k, v, **v_layout_args("direct-p")),
+        "prepare_fp8 (its Triton launches)": lambda: prepare.prepare_fp8(q, k, v, **v_layout_args("direct-p")),
         "sm90.launch (the prebuilt kernel)": lambda: sm90.launch(ops, "direct-p", 128, prebuilt=True),
         "score check start + finish": lambda: ops.start_score_range_check("direct-p", 128 ** -0.5).finish(),
         "sm90.run (pre-pass, launch, check)": lambda: sm90.run(q, k, v, "direct-p"),
@@ -285,13 +285,13 @@ def floor(lengths=(1024, 4096), calls=20):
         q, k, v = _rand(b, s, h, d), _rand(b, s, h, d), _rand(b, s, h, d)
         qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
         ops, out, lse = _operands(q, k, v, mode)
-        stats = torch.empty(3, b, h, d, dtype=torch.float32, device="cuda")
+        range_stats = torch.empty(prepare.RANGE_STATS, dtype=torch.float32, device="cuda")
 
         def kernel():
             sm90.launch(ops, mode, d, out=out, lse=lse, prebuilt=True)
 
-        def column_stats():
-            prepare._column_stats_into(k, v, stats[0], stats[1], stats[2, 0, 0, :prepare.RANGE_STATS])
+        def column_stats():  # the partials every code waits for (their totals may ride in the quantise launch)
+            prepare._column_partials(k, v, range_stats)
 
         def cudnn_bf16():
             with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
@@ -300,8 +300,8 @@ def floor(lengths=(1024, 4096), calls=20):
         cast_qkv, cast_kv = _cast_floor((q, k, v)), _cast_floor((k, v))
         parts = {
             "whole call (wan_fp4.attention)": lambda: wan_fp4.attention(q, k, v, mode, kernel="sm90-cute"),
-            "pre-pass (three launches)": lambda: prepare.prepare_fp8(q, k, v, **layout),
-            "column statistics alone (two launches)": column_stats,
+            "pre-pass": lambda: prepare.prepare_fp8(q, k, v, **layout),
+            "column statistics alone (their partials)": column_stats,
             "kernel alone": kernel,
             "column statistics + kernel": lambda: (column_stats(), kernel()),
             "E4M3 cast of Q, K, V (one launch)": cast_qkv,

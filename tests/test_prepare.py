@@ -99,6 +99,31 @@ def test_column_stats_pass_has_the_reference_bits(chunk):
         _assert_same_as_reference(prepare._prepare_triton(q, ks, vs, hw_cvt=False, chunk=chunk), q, k, v)
 
 
+@pytest.mark.parametrize("loads", [16, 5])
+def test_totals_in_the_quantise_launch_or_their_own_give_the_same_bytes(monkeypatch, loads):
+    """The column totals taken by each K and V block of the quantise launch (16 key chunks of 64
+    keys; with 5 partials loaded per step they take four steps, the last one partial) give the bytes
+    of the totals' own launch, and both the reference's."""
+    from wan_fp4.eval.op_count import count_ops
+
+    q, k, v = _inputs(2, 70, 1000, 3, 64, seed=22)
+    k = k + 3.0  # a mean worth subtracting
+    monkeypatch.setattr(prepare, "TOTALS_LOADS", loads)
+    monkeypatch.setattr(prepare, "FOLD_READS", 0)
+    own = prepare._prepare_triton(q, k, v, hw_cvt=False, chunk=64)
+    monkeypatch.setattr(prepare, "FOLD_READS", 8192)
+    box = {}
+    made = count_ops(lambda: box.update(ops=prepare._prepare_triton(q, k, v, hw_cvt=False, chunk=64)))
+    assert made.triton == {"_column_stats_kernel": 1, "_quant_kernel": 1}, "2 x 3 heads x 8 blocks x 16 chunks fold"
+    folded = box["ops"]
+    for name in ("q8", "k8", "v8t", "q_scale", "k_scale", "v_scale", "k_mean", "range_stats"):
+        a, b = getattr(own, name), getattr(folded, name)
+        if a.dtype == torch.float8_e4m3fn:
+            a, b = a.view(torch.uint8), b.view(torch.uint8)
+        assert torch.equal(a, b), name
+    _assert_same_as_reference(folded, q, k, v)
+
+
 def test_stats_chunk_keeps_every_sm_busy():
     """Long sequences keep 512-key chunks; short ones get shorter chunks, so that every SM has a
     program (H200: 132 SMs)."""
@@ -276,17 +301,21 @@ def test_one_launch_pre_pass_matches_torch_and_reference_at_the_edges(kind, d):
     _assert_same_as_reference(prepare.prepare_fp8(q, k, v, backend="triton"), q, k, v)
 
 
-def test_pre_pass_and_score_check_launch_counts():
-    """The CUDA path's per-call work, counted on CPU: three Triton launches and no torch kernel in
-    the pre-pass, and a score-range check on ordinary inputs that runs no kernel and reads nothing
-    back from the code tensors (only the range statistics the pre-pass wrote)."""
+def test_pre_pass_and_score_check_launch_counts(monkeypatch):
+    """The CUDA path's per-call work, counted on CPU: two Triton launches (three past FOLD_READS)
+    and no torch kernel in the pre-pass, and a score-range check on ordinary inputs that runs no
+    kernel and reads nothing back from the code tensors (only the range statistics the pre-pass
+    wrote)."""
     from wan_fp4.eval.op_count import count_ops
 
     q, k, v = _inputs(1, 300, 300, 2, 128, seed=3)
     box = {}
     made = count_ops(lambda: box.update(ops=prepare.prepare_fp8(q, k, v, backend="triton")))
-    assert made.triton == {"_column_stats_kernel": 1, "_column_totals_kernel": 1, "_quant_kernel": 1}
+    assert made.triton == {"_column_stats_kernel": 1, "_quant_kernel": 1}
     assert made.torch_kernels == 0 and made.host_reads == 0 and made.allocations <= 5, made.summary()
+    monkeypatch.setattr(prepare, "FOLD_READS", 0)  # as a call too long to fold
+    long = count_ops(lambda: prepare.prepare_fp8(q, k, v, backend="triton"))
+    assert long.triton == {"_column_stats_kernel": 1, "_column_totals_kernel": 1, "_quant_kernel": 1}
     checked = count_ops(lambda: box["ops"].check_score_range("direct-p", 128 ** -0.5))
     assert checked.summary()["launches"] == 0 and checked.host_reads == 0, checked.summary()
 

@@ -22,13 +22,15 @@ Every (b, h) slice is contiguous, so it is a plain 2-D TMA box for a Hopper kern
 
 Codes and scales equal `wan_fp4.reference.quantize_fp8` bit for bit (tests/test_prepare.py;
 `wan-fp4 check --kernels triton` on the GPU). Two implementations:
-- Triton (CUDA tensors on sm89+, or any tensor under TRITON_INTERPRET=1): three launches per
-  call. The K mean and the V channel amax are whole-sequence reductions and run first: partials
-  over key chunks, then their totals (the amax is order-free, and the mean is summed in float64
-  like the reference's `key_mean`, where the sum is exact, so it has the same bits). Then one
-  launch quantises Q, K and V (per tile: load, amax, power-of-two scale, scale, cast, store) and
-  keeps the largest Q and K scales, and whether Q, K or V held a NaN or inf, for the score-range
-  check, which then reads five floats back (`range_stats`) instead of reducing the scales itself.
+- Triton (CUDA tensors on sm89+, or any tensor under TRITON_INTERPRET=1): two launches per call,
+  three for long sequences. The K mean and the V channel amax are whole-sequence reductions and run
+  first, as partials over key chunks; their totals (the amax is order-free, and the mean is summed
+  in float64 like the reference's `key_mean`, where the sum is exact, so it has the same bits) are
+  taken by each K and V block of the quantise launch itself, or, where that would read more
+  partials than a launch costs (FOLD_READS), by a launch of their own. The quantise launch does Q,
+  K and V (per tile: load, amax, power-of-two scale, scale, cast, store) and keeps the largest Q and
+  K scales, and whether Q, K or V held a NaN or inf, for the score-range check, which then reads
+  five floats back (`range_stats`) instead of reducing the scales itself.
 - torch (everything else): the same arithmetic in plain PyTorch, used on CPU.
 """
 from __future__ import annotations
@@ -295,13 +297,13 @@ if triton is not None:
         return out
 
     @triton.jit
-    def _quant_rows_block(x_ptr, mean_ptr, out_ptr, scale_ptr, blk, bh, S, H, n_blk,
+    def _quant_rows_block(x_ptr, mu, out_ptr, scale_ptr, blk, bh, S, H, n_blk,
                           sxb, sxs, sxh, sxd,
                           D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
                           HAS_MEAN: tl.constexpr, HW_CVT: tl.constexpr):
-        """One 128-token block of one (b, h): [subtract mean], amax, scale, cast, store
-        (B,H,S_pad,D). Returns the block's scale and 1.0 if the block held a NaN or inf (its amax,
-        taken with _max_nan, is then not finite), else 0.0."""
+        """One 128-token block of one (b, h): [subtract the (BLOCK_D,) mean mu], amax, scale, cast,
+        store (B,H,S_pad,D). Returns the block's scale and 1.0 if the block held a NaN or inf (its
+        amax, taken with _max_nan, is then not finite), else 0.0."""
         b = bh // H
         h = bh % H
         offs_s = blk * BLOCK_S + tl.arange(0, BLOCK_S)
@@ -310,7 +312,6 @@ if triton is not None:
         ptrs = x_ptr + b * sxb + h * sxh + offs_s[:, None] * sxs + offs_d[None, :] * sxd
         x = tl.load(ptrs, mask=ok, other=0.0).to(tl.float32)
         if HAS_MEAN:
-            mu = tl.load(mean_ptr + bh * D + offs_d, mask=offs_d < D, other=0.0)
             x = tl.where(ok, x - mu[None, :], 0.0)  # padded rows stay zero codes
         amax = tl.reduce(tl.reduce(tl.abs(x), 1, _max_nan), 0, _max_nan)
         scale, inv = _pow2_scale_tl(amax)
@@ -322,12 +323,13 @@ if triton is not None:
         return scale, _non_finite(amax)
 
     @triton.jit
-    def _quant_v_block(v_ptr, amax_ptr, perm_ptr, out_ptr, scale_ptr, blk, bh, S, H, s_pad,
+    def _quant_v_block(v_ptr, amax, perm_ptr, out_ptr, scale_ptr, blk, bh, S, H, s_pad,
                        svb, svs, svh, svd,
                        D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
                        HW_CVT: tl.constexpr, PERM: tl.constexpr, ONES_ROWS: tl.constexpr,
                        ONE_CODE: tl.constexpr):
-        """One 128-key block of one (b, h): per-channel scale, cast, store transposed
+        """One 128-key block of one (b, h): per-channel scale (from the (BLOCK_D,) channel maxima
+        amax), cast, store transposed
         (B, H, D + ONES_ROWS, S_pad). PERM: output column j holds key 32 (j // 32) + perm[j % 32];
         the permutation is applied to the rows read (whole D-vectors, so the reads stay
         coalesced) and the transposed store stays in order. Returns 1.0 if V of this (b, h) held a
@@ -343,7 +345,6 @@ if triton is not None:
         ok = (src_s[:, None] < S) & (offs_d[None, :] < D)
         x = tl.load(v_ptr + b * svb + h * svh + src_s[:, None] * svs + offs_d[None, :] * svd,
                     mask=ok, other=0.0).to(tl.float32)
-        amax = tl.load(amax_ptr + bh * D + offs_d, mask=offs_d < D, other=0.0)
         scale, inv = _pow2_scale_tl(amax)
         codes = e4m3_rne_sat(x * inv[None, :], HW_CVT)
         rows = D + ONES_ROWS
@@ -358,36 +359,70 @@ if triton is not None:
         return _non_finite(tl.reduce(amax, 0, _max_nan))  # V's column maxima kept NaN too
 
     @triton.jit
-    def _quant_kernel(q_ptr, k_ptr, v_ptr, mean_ptr, amax_ptr, perm_ptr,
+    def _column_totals(ksum_ptr, vmax_ptr, bh, n_chunks, D: tl.constexpr, BLOCK_D: tl.constexpr,
+                       GROUP: tl.constexpr, SUM: tl.constexpr, MAX: tl.constexpr):
+        """The key chunks' partials of one (b, h) (`_column_stats_kernel`): their float64 sum of K
+        (SUM) in chunk order, as reference.key_mean adds, and their max |V| (MAX), each (BLOCK_D,).
+        GROUP chunks' loads go out at once (unrolled; the chunks past n_chunks add +0.0, which
+        changes no bit of a sum that starts at +0.0)."""
+        offs_d = tl.arange(0, BLOCK_D)
+        ksum = tl.zeros((BLOCK_D,), tl.float64)
+        vmax = tl.zeros((BLOCK_D,), tl.float32)
+        for c0 in range(0, n_chunks, GROUP):
+            for j in tl.static_range(GROUP):
+                at = (bh * n_chunks + c0 + j) * D + offs_d
+                ok = (offs_d < D) & (offs_d * 0 + c0 + j < n_chunks)  # a vector mask (the interpreter wants one)
+                if SUM:
+                    ksum += tl.load(ksum_ptr + at, mask=ok, other=0.0)
+                if MAX:
+                    vmax = _max_nan(vmax, tl.load(vmax_ptr + at, mask=ok, other=0.0))
+        return ksum, vmax
+
+    @triton.jit
+    def _quant_kernel(q_ptr, k_ptr, v_ptr, mean_ptr, amax_ptr, ksum_ptr, vmax_ptr, perm_ptr,
                       q8_ptr, k8_ptr, v8_ptr, q_scale_ptr, k_scale_ptr, v_scale_ptr, stats_ptr,
-                      Sq, Skv, H, nq, nk,
+                      Sq, Skv, H, nq, nk, n_chunks,
                       sqb, sqs, sqh, sqd, skb, sks, skh, skd, svb, svs, svh, svd,
                       D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
                       HW_CVT: tl.constexpr, PERM: tl.constexpr, ONES_ROWS: tl.constexpr,
-                      ONE_CODE: tl.constexpr):
+                      ONE_CODE: tl.constexpr, FOLD: tl.constexpr, GROUP: tl.constexpr):
         """Q, K and V in one launch: blocks [0, nq) of axis 0 quantise Q rows, [nq, nq + nk) K rows
-        (smoothed), the rest V^T. stats_ptr[0:5] (PreparedFP8.range_stats, zeroed by the statistics
-        pass before) gathers the largest Q and K block scales and whether Q, K, V held a NaN or
-        inf, for the host's check."""
+        (smoothed), the rest V^T. FOLD: each K or V block takes its head's column totals from the
+        n_chunks partials itself (the first block of each also writes them out: K's mean, V's
+        scales); else it reads the totals the totals launch wrote to mean_ptr / amax_ptr.
+        stats_ptr[0:5] (PreparedFP8.range_stats, zeroed by the statistics pass before) gathers the
+        largest Q and K block scales and whether Q, K, V held a NaN or inf, for the host's check."""
         pid = tl.program_id(0)
         bh = tl.program_id(1).to(tl.int64)  # element offsets exceed 2^31 at Wan sizes with B > 4
+        offs_d = tl.arange(0, BLOCK_D)
         if pid < nq:
-            scale, bad = _quant_rows_block(q_ptr, mean_ptr, q8_ptr, q_scale_ptr, pid, bh, Sq, H, nq,
+            scale, bad = _quant_rows_block(q_ptr, None, q8_ptr, q_scale_ptr, pid, bh, Sq, H, nq,
                                            sqb, sqs, sqh, sqd, D, BLOCK_D, BLOCK_S, False, HW_CVT)
             tl.atomic_max(stats_ptr, scale)  # non-negative floats: order-free, so exact
         elif pid < nq + nk:
-            scale, bad = _quant_rows_block(k_ptr, mean_ptr, k8_ptr, k_scale_ptr, pid - nq, bh, Skv, H, nk,
+            if FOLD:
+                ksum = _column_totals(ksum_ptr, vmax_ptr, bh, n_chunks, D, BLOCK_D, GROUP, True, False)[0]
+                mu = (ksum / Skv).to(tl.float32)  # reference.key_mean: float64 sum / S, rounded once
+                if pid == nq:
+                    tl.store(mean_ptr + bh * D + offs_d, mu, mask=offs_d < D)
+            else:
+                mu = tl.load(mean_ptr + bh * D + offs_d, mask=offs_d < D, other=0.0)
+            scale, bad = _quant_rows_block(k_ptr, mu, k8_ptr, k_scale_ptr, pid - nq, bh, Skv, H, nk,
                                            skb, sks, skh, skd, D, BLOCK_D, BLOCK_S, True, HW_CVT)
             tl.atomic_max(stats_ptr + 1, scale)
         else:
-            bad = _quant_v_block(v_ptr, amax_ptr, perm_ptr, v8_ptr, v_scale_ptr, pid - nq - nk, bh, Skv, H,
+            if FOLD:
+                amax = _column_totals(ksum_ptr, vmax_ptr, bh, n_chunks, D, BLOCK_D, GROUP, False, True)[1]
+            else:
+                amax = tl.load(amax_ptr + bh * D + offs_d, mask=offs_d < D, other=0.0)
+            bad = _quant_v_block(v_ptr, amax, perm_ptr, v8_ptr, v_scale_ptr, pid - nq - nk, bh, Skv, H,
                                  nk * BLOCK_S, svb, svs, svh, svd, D, BLOCK_D, BLOCK_S, HW_CVT, PERM,
                                  ONES_ROWS, ONE_CODE)
         if bad > 0:  # rare: one atomic per offending block
             tl.atomic_max(stats_ptr + 2 + (pid >= nq).to(tl.int32) + (pid >= nq + nk).to(tl.int32), bad)
 
     @triton.jit
-    def _column_stats_kernel(k_ptr, v_ptr, ksum_ptr, vmax_ptr, S, H, n_chunks,
+    def _column_stats_kernel(k_ptr, v_ptr, ksum_ptr, vmax_ptr, stats_ptr, S, H, n_chunks,
                              skb, sks, skh, skd, svb, svs, svh, svd,
                              D: tl.constexpr, BLOCK_D: tl.constexpr, CHUNK: tl.constexpr,
                              ROWS: tl.constexpr):
@@ -395,7 +430,8 @@ if triton is not None:
         (exact for BF16 values in any realistic range, so the total does not depend on how the
         keys are split) and the max |V|, into (B*H, n_chunks, D). Accumulated elementwise in a
         (ROWS, D) tile and reduced across rows once at the end (a cross-thread reduction per
-        loaded tile would cost more than the loads)."""
+        loaded tile would cost more than the loads). The first program also zeroes the five
+        range statistics the quantise launch raises."""
         chunk = tl.program_id(0)
         bh = tl.program_id(1).to(tl.int64)
         b = bh // H
@@ -415,26 +451,21 @@ if triton is not None:
         out = bh * n_chunks * D + chunk * D + offs_d
         tl.store(ksum_ptr + out, tl.sum(ksum, axis=0), mask=offs_d < D)
         tl.store(vmax_ptr + out, tl.reduce(vmax, 0, _max_nan), mask=offs_d < D)
-
-    @triton.jit
-    def _column_totals_kernel(ksum_ptr, vmax_ptr, mean_ptr, amax_ptr, stats_ptr, S, n_chunks,
-                              D: tl.constexpr, BLOCK_D: tl.constexpr):
-        """The chunks' partials of one (b, h) -> K mean (float64 sum / S, rounded once to float32,
-        as reference.key_mean) and V channel amax; the first program also zeroes the five
-        range statistics the quantise kernel raises."""
-        bh = tl.program_id(0).to(tl.int64)
-        offs_d = tl.arange(0, BLOCK_D)
-        ksum = tl.zeros((BLOCK_D,), tl.float64)
-        vmax = tl.zeros((BLOCK_D,), tl.float32)
-        for c in range(0, n_chunks):
-            at = (bh * n_chunks + c) * D + offs_d
-            ksum += tl.load(ksum_ptr + at, mask=offs_d < D, other=0.0)
-            vmax = _max_nan(vmax, tl.load(vmax_ptr + at, mask=offs_d < D, other=0.0))
-        tl.store(mean_ptr + bh * D + offs_d, (ksum / S).to(tl.float32), mask=offs_d < D)
-        tl.store(amax_ptr + bh * D + offs_d, vmax, mask=offs_d < D)
-        if bh == 0:
+        if (chunk == 0) & (bh == 0):
             offs = tl.arange(0, 8)
             tl.store(stats_ptr + offs, tl.zeros((8,), tl.float32), mask=offs < _RANGE_STATS)
+
+    @triton.jit
+    def _column_totals_kernel(ksum_ptr, vmax_ptr, mean_ptr, amax_ptr, S, n_chunks,
+                              D: tl.constexpr, BLOCK_D: tl.constexpr, GROUP: tl.constexpr):
+        """The chunks' partials of one (b, h) -> K mean (float64 sum / S, rounded once to float32,
+        as reference.key_mean) and V channel amax, for a quantise launch that does not take them
+        itself (FOLD_READS)."""
+        bh = tl.program_id(0).to(tl.int64)
+        offs_d = tl.arange(0, BLOCK_D)
+        ksum, vmax = _column_totals(ksum_ptr, vmax_ptr, bh, n_chunks, D, BLOCK_D, GROUP, True, True)
+        tl.store(mean_ptr + bh * D + offs_d, (ksum / S).to(tl.float32), mask=offs_d < D)
+        tl.store(amax_ptr + bh * D + offs_d, vmax, mask=offs_d < D)
 
 
 STATS_CHUNKS = (512, 256, 128, 64)  # keys per column-statistics program, longest first
@@ -446,6 +477,12 @@ _PROGRAMS_PER_SM = 1
 # 5-8% at every length measured, 1,024 to 32,760 tokens
 STATS_WARPS, STATS_ROWS, STATS_STAGES = 4, 32, 3  # column statistics: warps, keys per loaded tile, loads in flight
 QUANT_WARPS = 4  # the quantise launch: warps per 128-row block
+# Each K or V block of the quantise launch may sum its head's column partials itself, sparing the
+# totals launch (1.2-1.7 us from a CUDA graph at 1,024-4,096 tokens, H200); those reads grow with
+# blocks x chunks, and past this many partial rows read by all K blocks (B*H * K blocks * chunks)
+# they cost more than the launch (BENCHMARKS.md, 2026-12-04, sixth run)
+FOLD_READS = 8192
+TOTALS_LOADS = 16  # the totals, wherever taken: chunks' partials loaded per step (unrolled)
 
 
 @lru_cache(maxsize=None)
@@ -477,10 +514,9 @@ def _carve(dtype, device, *shapes) -> list:
     return views
 
 
-def _column_stats_into(k, v, k_mean, v_amax, range_stats, chunk=None) -> None:
-    """K mean and V channel amax, each (B, H, D) float32, written by two Triton launches (partials
-    over key chunks, then their totals): the same bits as reference.key_mean and _v_amax (the
-    partial sums are exact in float64, so their order does not matter). Also zeroes range_stats
+def _column_partials(k, v, range_stats, chunk=None):
+    """The column statistics' first launch: per key chunk of each (b, h), the float64 sum of K and
+    the max |V|, as (ksum, vmax, n_chunks), each (B*H, n_chunks, D); it also zeroes range_stats
     (see _quant_kernel). chunk: keys per program (default `stats_chunk`)."""
     B, S, H, D = k.shape
     chunk = stats_chunk(S, B * H, _sm_count(k.device)) if chunk is None else chunk
@@ -490,19 +526,27 @@ def _column_stats_into(k, v, k_mean, v_amax, range_stats, chunk=None) -> None:
     part = (B * H, n_chunks, D)
     ksum, vmax = _carve(torch.float64, k.device, part, part)
     vmax = vmax.view(-1).view(torch.float32)[: math.prod(part)].view(part)  # float32, in half the room
-    block_d = triton.next_power_of_2(D)
-    _column_stats_kernel[(n_chunks, B * H)](k, v, ksum, vmax, S, H, n_chunks, *k.stride(), *v.stride(),
-                                            D=D, BLOCK_D=block_d, CHUNK=chunk, ROWS=STATS_ROWS, num_warps=STATS_WARPS,
-                                            num_stages=STATS_STAGES)
-    _column_totals_kernel[(B * H,)](ksum, vmax, k_mean, v_amax, range_stats, S, n_chunks,
-                                    D=D, BLOCK_D=block_d, num_warps=4)
+    _column_stats_kernel[(n_chunks, B * H)](k, v, ksum, vmax, range_stats, S, H, n_chunks, *k.stride(), *v.stride(),
+                                            D=D, BLOCK_D=triton.next_power_of_2(D), CHUNK=chunk, ROWS=STATS_ROWS,
+                                            num_warps=STATS_WARPS, num_stages=STATS_STAGES)
+    return ksum, vmax, n_chunks
+
+
+def _column_totals_into(ksum, vmax, n_chunks, k_mean, v_amax, s: int) -> None:
+    """The partials' totals, K mean and V channel amax, each (B, H, D) float32, in a launch of
+    their own: the same bits as reference.key_mean and _v_amax (the partial sums are exact in
+    float64, so their order does not matter)."""
+    D = k_mean.shape[-1]
+    _column_totals_kernel[(ksum.shape[0],)](ksum, vmax, k_mean, v_amax, s, n_chunks, D=D,
+                                            BLOCK_D=triton.next_power_of_2(D), GROUP=TOTALS_LOADS, num_warps=4)
 
 
 def _column_stats_triton(k, v, chunk=None):
-    """(K mean, V channel amax) of `_column_stats_into`, in fresh tensors."""
-    B, _, H, D = k.shape
+    """(K mean, V channel amax) of the two statistics launches, in fresh tensors."""
+    B, S, H, D = k.shape
     k_mean, v_amax, range_stats = _carve(torch.float32, k.device, (B, H, D), (B, H, D), (RANGE_STATS,))
-    _column_stats_into(k, v, k_mean, v_amax, range_stats, chunk)
+    ksum, vmax, n_chunks = _column_partials(k, v, range_stats, chunk)
+    _column_totals_into(ksum, vmax, n_chunks, k_mean, v_amax, S)
     return k_mean, v_amax
 
 
@@ -527,8 +571,8 @@ def triton_usable(t: torch.Tensor) -> bool:
 
 
 def _prepare_triton(q, k, v, hw_cvt: bool, v_perm=None, v_ones_rows=0, chunk=None) -> PreparedFP8:
-    """The three launches (see the module docstring); chunk: keys per column-statistics program
-    (default `stats_chunk`)."""
+    """The two or three launches (see the module docstring); chunk: keys per column-statistics
+    program (default `stats_chunk`)."""
     B, Sq, H, D = q.shape
     Skv = k.shape[1]
     sq_pad, skv_pad = _padded(Sq), _padded(Skv)
@@ -540,12 +584,16 @@ def _prepare_triton(q, k, v, hw_cvt: bool, v_perm=None, v_ones_rows=0, chunk=Non
     v8t = torch.empty(B, H, D + v_ones_rows, skv_pad, dtype=f8, device=dev)
     q_scale, k_scale, v_scale, k_mean, v_amax, range_stats = _carve(
         torch.float32, dev, (B, H, nq), (B, H, nk), (B, H, D), (B, H, D), (B, H, D), (RANGE_STATS,))
-    _column_stats_into(k, v, k_mean, v_amax, range_stats, chunk)
+    ksum, vmax, n_chunks = _column_partials(k, v, range_stats, chunk)
+    fold = B * H * nk * n_chunks <= FOLD_READS
+    if not fold:
+        _column_totals_into(ksum, vmax, n_chunks, k_mean, v_amax, Skv)
     _quant_kernel[(nq + 2 * nk, B * H)](
-        q, k, v, k_mean, v_amax, _perm_on(dev, v_perm), q8, k8, v8t.view(torch.uint8),
-        q_scale, k_scale, v_scale, range_stats, Sq, Skv, H, nq, nk, *q.stride(), *k.stride(), *v.stride(),
+        q, k, v, k_mean, v_amax, ksum, vmax, _perm_on(dev, v_perm), q8, k8, v8t.view(torch.uint8),
+        q_scale, k_scale, v_scale, range_stats, Sq, Skv, H, nq, nk, n_chunks, *q.stride(), *k.stride(), *v.stride(),
         D=D, BLOCK_D=triton.next_power_of_2(D), BLOCK_S=QK_SCALE_BLOCK, HW_CVT=hw_cvt,
-        PERM=v_perm is not None, ONES_ROWS=v_ones_rows, ONE_CODE=E4M3_ONE, num_warps=QUANT_WARPS)
+        PERM=v_perm is not None, ONES_ROWS=v_ones_rows, ONE_CODE=E4M3_ONE, FOLD=fold, GROUP=TOTALS_LOADS,
+        num_warps=QUANT_WARPS)
     return PreparedFP8(q8, k8, v8t, q_scale, k_scale, v_scale, k_mean, Sq, Skv, range_stats, v_perm, v_ones_rows)
 
 
