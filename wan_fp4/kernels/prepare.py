@@ -359,12 +359,13 @@ if triton is not None:
         return _non_finite(tl.reduce(amax, 0, _max_nan))  # V's column maxima kept NaN too
 
     @triton.jit
-    def _column_totals(ksum_ptr, vmax_ptr, bh, n_chunks, D: tl.constexpr, BLOCK_D: tl.constexpr,
+    def _column_totals(ksum_ptr, vmax_ptr, bh, n_chunks, S, D: tl.constexpr, BLOCK_D: tl.constexpr,
                        GROUP: tl.constexpr, SUM: tl.constexpr, MAX: tl.constexpr):
-        """The key chunks' partials of one (b, h) (`_column_stats_kernel`): their float64 sum of K
-        (SUM) in chunk order, as reference.key_mean adds, and their max |V| (MAX), each (BLOCK_D,).
-        GROUP chunks' loads go out at once (unrolled; the chunks past n_chunks add +0.0, which
-        changes no bit of a sum that starts at +0.0)."""
+        """The key chunks' partials of one (b, h) (`_column_stats_kernel`) -> (K mean, max |V|),
+        each (BLOCK_D,): the mean (SUM) is their float64 sum in chunk order / S, rounded once to
+        float32, as reference.key_mean; the max (MAX) is order-free. GROUP chunks' loads go out
+        at once (unrolled; the chunks past n_chunks add +0.0, which changes no bit of a sum that
+        starts at +0.0)."""
         offs_d = tl.arange(0, BLOCK_D)
         ksum = tl.zeros((BLOCK_D,), tl.float64)
         vmax = tl.zeros((BLOCK_D,), tl.float32)
@@ -376,7 +377,7 @@ if triton is not None:
                     ksum += tl.load(ksum_ptr + at, mask=ok, other=0.0)
                 if MAX:
                     vmax = _max_nan(vmax, tl.load(vmax_ptr + at, mask=ok, other=0.0))
-        return ksum, vmax
+        return (ksum / S).to(tl.float32), vmax
 
     @triton.jit
     def _quant_kernel(q_ptr, k_ptr, v_ptr, mean_ptr, amax_ptr, ksum_ptr, vmax_ptr, perm_ptr,
@@ -401,8 +402,7 @@ if triton is not None:
             tl.atomic_max(stats_ptr, scale)  # non-negative floats: order-free, so exact
         elif pid < nq + nk:
             if FOLD:
-                ksum = _column_totals(ksum_ptr, vmax_ptr, bh, n_chunks, D, BLOCK_D, GROUP, True, False)[0]
-                mu = (ksum / Skv).to(tl.float32)  # reference.key_mean: float64 sum / S, rounded once
+                mu = _column_totals(ksum_ptr, vmax_ptr, bh, n_chunks, Skv, D, BLOCK_D, GROUP, True, False)[0]
                 if pid == nq:
                     tl.store(mean_ptr + bh * D + offs_d, mu, mask=offs_d < D)
             else:
@@ -412,7 +412,7 @@ if triton is not None:
             tl.atomic_max(stats_ptr + 1, scale)
         else:
             if FOLD:
-                amax = _column_totals(ksum_ptr, vmax_ptr, bh, n_chunks, D, BLOCK_D, GROUP, False, True)[1]
+                amax = _column_totals(ksum_ptr, vmax_ptr, bh, n_chunks, Skv, D, BLOCK_D, GROUP, False, True)[1]
             else:
                 amax = tl.load(amax_ptr + bh * D + offs_d, mask=offs_d < D, other=0.0)
             bad = _quant_v_block(v_ptr, amax, perm_ptr, v8_ptr, v_scale_ptr, pid - nq - nk, bh, Skv, H,
@@ -458,13 +458,12 @@ if triton is not None:
     @triton.jit
     def _column_totals_kernel(ksum_ptr, vmax_ptr, mean_ptr, amax_ptr, S, n_chunks,
                               D: tl.constexpr, BLOCK_D: tl.constexpr, GROUP: tl.constexpr):
-        """The chunks' partials of one (b, h) -> K mean (float64 sum / S, rounded once to float32,
-        as reference.key_mean) and V channel amax, for a quantise launch that does not take them
-        itself (FOLD_READS)."""
+        """The chunks' partials of one (b, h) -> K mean and V channel amax (`_column_totals`), for
+        a quantise launch that does not take them itself (FOLD_READS)."""
         bh = tl.program_id(0).to(tl.int64)
         offs_d = tl.arange(0, BLOCK_D)
-        ksum, vmax = _column_totals(ksum_ptr, vmax_ptr, bh, n_chunks, D, BLOCK_D, GROUP, True, True)
-        tl.store(mean_ptr + bh * D + offs_d, (ksum / S).to(tl.float32), mask=offs_d < D)
+        mean, vmax = _column_totals(ksum_ptr, vmax_ptr, bh, n_chunks, S, D, BLOCK_D, GROUP, True, True)
+        tl.store(mean_ptr + bh * D + offs_d, mean, mask=offs_d < D)
         tl.store(amax_ptr + bh * D + offs_d, vmax, mask=offs_d < D)
 
 
