@@ -37,7 +37,7 @@ def _sm90_entry(mode, head_dim, config=None):
     from wan_fp4.kernels.sm90 import default_config
     from wan_fp4.kernels.sm90.aot import kernel_name
 
-    cfg = {**default_config(mode, head_dim), **(config or {})}
+    cfg = default_config(mode, head_dim, config)
 
     def build():
         from wan_fp4.kernels.sm90.compile import compile_kernel

@@ -175,7 +175,7 @@ def profile(mode: str, head_dim: int, exe: str | None = None, **config) -> dict:
     exe = exe or find_cuobjdump()
     if exe is None:
         raise RuntimeError("no cuobjdump (CUDA toolkit or triton's bundled copy) to disassemble the cubin")
-    cfg = {**default_config(mode, head_dim), **config}
+    cfg = default_config(mode, head_dim, config)
     dump = tempfile.mkdtemp(prefix="wan_fp4_sass_dump_")
     try:
         compiled = compile_kernel(mode, head_dim, options=f"--keep-cubin --dump-dir {dump}", **config)

@@ -30,7 +30,7 @@ PREBUILT = Prebuilt(arch="sm90a", gpu_arch="sm_90a", family="sm90", src_dir=PKG,
 def kernel_name(mode: str, head_dim: int, config: dict | None = None) -> str:
     """wanfp4_sm90_<mode>_d<D>, plus a tag of the options that differ from (mode, D)'s default."""
     base = default_config(mode, head_dim)
-    cfg = {**base, **(config or {})}
+    cfg = default_config(mode, head_dim, config)
     tag = "".join(f"_{key}{int(val)}" for key, val in sorted(cfg.items()) if base.get(key) != val)
     return f"wanfp4_sm90_{mode.replace('-', '')}_d{head_dim}{tag}"
 

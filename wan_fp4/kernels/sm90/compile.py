@@ -41,7 +41,7 @@ def compile_kernel(mode: str, head_dim: int, *, options: str = "", **config):
     config: Sm90Attention's keyword options over default_config(mode, head_dim)."""
     from . import default_config
 
-    cfg = {**default_config(mode, head_dim), **config}
+    cfg = default_config(mode, head_dim, config)
     key = (mode, head_dim, tuple(sorted(cfg.items())), ARCH, options)
     with _lock:
         hit = _cache.get(key)

@@ -33,9 +33,10 @@ MODE_ONLY = {"f16_bytes": "direct-p", "p_smem": "direct-p", "headroom": "direct-
 THREE_WG = {"n_wg": 3, "p_smem": True, "overlap": False, "fold": 2, "intra": False, "headroom": 0}
 
 
-def default_config(mode: str, head_dim: int) -> dict:
-    """The kernel options `launch` uses for `mode` at `head_dim` unless told otherwise."""
-    return {**DEFAULT_CONFIG, **MODE_CONFIG.get(mode, {}), **HEAD_DIM_CONFIG.get((mode, head_dim), {})}
+def default_config(mode: str, head_dim: int, config: dict | None = None) -> dict:
+    """The kernel options `launch` uses for `mode` at `head_dim`, with `config`'s over them."""
+    return {**DEFAULT_CONFIG, **MODE_CONFIG.get(mode, {}), **HEAD_DIM_CONFIG.get((mode, head_dim), {}),
+            **(config or {})}
 
 
 def applies(mode: str, config: dict) -> bool:

@@ -51,7 +51,7 @@ def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, 
     from .compile import compile_kernel, runtime_args
     from .layout import sm90_v_layout, v_layout_args
 
-    cfg = {**default_config(mode, head_dim), **(config or {})}
+    cfg = default_config(mode, head_dim, config)
     b, h, _, d = ops.q8.shape
     if vt is None:
         want = v_layout_args(mode)
