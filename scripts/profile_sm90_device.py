@@ -20,8 +20,10 @@ floor: what a short call cannot go below, at B1 H40 D128, S 1,024 and 4,096, eac
   the whole call, the pre-pass, its column statistics' partials alone (which every code waits for:
   K's mean and V's channel amax span all keys), the kernel alone, then the statistics + the kernel,
   a one-launch E4M3 cast of Q, K and V (no scales: the bytes' floor of any pre-pass) + the kernel,
-  the same cast of K and V only + the kernel (Q quantised in the kernel, at no cost), beside torch
-  SDPA's cuDNN BF16.
+  the same cast of K and V only + the kernel (Q quantised in the kernel, at no cost), the
+  two-launch pre-pass of docs/SM90_GEN2.md item 27 (K smoothed by its first 128 keys' mean, so
+  that only V's column amax takes a pass of its own; a timing prototype, `local_k_pre_pass`)
+  alone and + the kernel, beside torch SDPA's cuDNN BF16.
 short: the kernel alone at B1 H40 D128, S --lengths (default 1,024-16,384), from a CUDA graph, for the default config
   and each --configs that applies to the mode (each one's output compared bit for bit with the default's).
 rounds: what a partial last wave costs. At B1 H12 and H40, D128, 32,760 keys, the kernel alone
@@ -36,6 +38,11 @@ waves: the kernel's fixed cost per CTA. One head, one and two full waves of quer
   per SM; a tile is the config's 64 rows per consumer warp group) against key lengths 128-8,192, each launch timed replayed from a CUDA graph (no
   host work): two waves minus one is one CTA's whole time at that key length, fitted to
   T0 + n * t over its n key tiles; one wave minus that is the launch itself.
+overlap: whether the pre-pass can hide under the kernel. At each --shapes, per mode, the whole call
+  against the same work split into head groups, serial on one stream and overlapped (group i + 1's
+  pre-pass on a second, high-priority stream while group i's kernel runs), eagerly (CUDA events)
+  and from a CUDA graph; each group writes its own output, so the split's output copy is not
+  counted (an upper bound on what the overlap can gain).
 """
 from __future__ import annotations
 
@@ -262,6 +269,51 @@ if triton is not None:
         else:
             tl.store(c8 + offs, tl.load(c + offs, mask=ok).to(tl.float8e4nv), mask=ok)
 
+    @triton.jit
+    def _local_qk_vstats(q_ptr, k_ptr, v_ptr, q8_ptr, k8_ptr, q_scale_ptr, k_scale_ptr, vmax_ptr, Sq, Skv, H,
+                         nq, nk, n_chunks, sqb, sqs, sqh, sqd, skb, sks, skh, skd, svb, svs, svh, svd,
+                         D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr, CHUNK: tl.constexpr,
+                         ROWS: tl.constexpr, HW_CVT: tl.constexpr):
+        """The first launch of item 27's pre-pass (a timing prototype): blocks [0, nq) quantise Q,
+        [nq, nq + nk) K smoothed by the mean of its first BLOCK_S keys (each block takes it
+        itself), the rest V's column max over CHUNK keys, as the statistics launch's partials."""
+        pid = tl.program_id(0)
+        bh = tl.program_id(1).to(tl.int64)
+        offs_d = tl.arange(0, BLOCK_D)
+        b = bh // H
+        h = bh % H
+        if pid < nq:
+            prepare._quant_rows_block(q_ptr, None, q8_ptr, q_scale_ptr, pid, bh, Sq, H, nq, sqb, sqs, sqh, sqd,
+                                      D, BLOCK_D, BLOCK_S, False, HW_CVT)
+        elif pid < nq + nk:
+            offs_s = tl.arange(0, BLOCK_S)
+            ok = (offs_s[:, None] < Skv) & (offs_d[None, :] < D)
+            first = tl.load(k_ptr + b * skb + h * skh + offs_s[:, None] * sks + offs_d[None, :] * skd,
+                            mask=ok, other=0.0).to(tl.float32)
+            mu = tl.sum(first, axis=0) / tl.minimum(Skv, BLOCK_S)
+            prepare._quant_rows_block(k_ptr, mu, k8_ptr, k_scale_ptr, pid - nq, bh, Skv, H, nk, skb, sks, skh, skd,
+                                      D, BLOCK_D, BLOCK_S, True, HW_CVT)
+        else:
+            chunk = pid - nq - nk
+            vmax = tl.zeros((ROWS, BLOCK_D), tl.float32)
+            for r in range(0, CHUNK, ROWS):
+                offs_s = chunk * CHUNK + r + tl.arange(0, ROWS)
+                ok = (offs_s[:, None] < Skv) & (offs_d[None, :] < D)
+                x = tl.load(v_ptr + b * svb + h * svh + offs_s[:, None] * svs + offs_d[None, :] * svd, mask=ok, other=0.0)
+                vmax = tl.maximum(vmax, tl.abs(x.to(tl.float32)))
+            tl.store(vmax_ptr + (bh * n_chunks + chunk) * D + offs_d, tl.max(vmax, axis=0), mask=offs_d < D)
+
+    @triton.jit
+    def _local_v(v_ptr, vmax_ptr, perm_ptr, v8_ptr, v_scale_ptr, Skv, H, nk, n_chunks, svb, svs, svh, svd,
+                 D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr, HW_CVT: tl.constexpr,
+                 PERM: tl.constexpr, ONES_ROWS: tl.constexpr, ONE_CODE: tl.constexpr, GROUP: tl.constexpr):
+        """The second launch of item 27's pre-pass: V's channel totals from the partials, V's codes."""
+        pid = tl.program_id(0)
+        bh = tl.program_id(1).to(tl.int64)
+        amax = prepare._column_totals(vmax_ptr, vmax_ptr, bh, n_chunks, Skv, D, BLOCK_D, GROUP, False, True)[1]
+        prepare._quant_v_block(v_ptr, amax, perm_ptr, v8_ptr, v_scale_ptr, pid, bh, Skv, H, nk * BLOCK_S,
+                               svb, svs, svh, svd, D, BLOCK_D, BLOCK_S, HW_CVT, PERM, ONES_ROWS, ONE_CODE)
+
 
 def _cast_floor(tensors):
     """A callable casting two or three same-sized tensors to E4M3 in one launch, with no scale:
@@ -271,6 +323,41 @@ def _cast_floor(tensors):
     args = (srcs * 2)[:3] + (dsts * 2)[:3]  # a third pointer is never read with two tensors
     n, block = srcs[0].numel(), 4096
     return lambda: _cast3[(triton.cdiv(n, block), len(srcs))](*args, n, BLOCK=block, num_warps=8)
+
+
+def local_k_pre_pass(q, k, v, mode, hw_cvt=True):
+    """A callable running item 27's two-launch pre-pass (docs/SM90_GEN2.md) into buffers it owns, and
+    those buffers (q8, k8, v8t, q_scale, k_scale, v_scale): a timing prototype of K smoothed by its
+    first 128 keys' mean, so that only V's column amax needs a pass of its own (no range statistics,
+    no K mean for the LSE)."""
+    from wan_fp4.modes import E4M3_ONE, QK_SCALE_BLOCK
+
+    layout = v_layout_args(mode)
+    b, s, h, d = q.shape
+    s_pad = -(-s // QK_SCALE_BLOCK) * QK_SCALE_BLOCK
+    n_blk = s_pad // QK_SCALE_BLOCK
+    chunk = prepare.stats_chunk(s, b * h, prepare._sm_count(q.device))
+    n_chunks = -(-s // chunk)
+    f8 = torch.float8_e4m3fn
+    q8, k8 = (torch.empty(b, h, s_pad, d, dtype=f8, device=q.device) for _ in range(2))
+    v8t = torch.empty(b, h, d + layout["v_ones_rows"], s_pad, dtype=f8, device=q.device)
+    q_scale, k_scale = (torch.empty(b, h, n_blk, dtype=torch.float32, device=q.device) for _ in range(2))
+    v_scale = torch.empty(b, h, d, dtype=torch.float32, device=q.device)
+    vmax = torch.empty(b * h, n_chunks, d, dtype=torch.float32, device=q.device)
+    perm = prepare._perm_on(q.device, tuple(layout["v_perm"]) if layout["v_perm"] is not None else None)
+    block_d = triton.next_power_of_2(d)
+
+    def run():
+        _local_qk_vstats[(2 * n_blk + n_chunks, b * h)](
+            q, k, v, q8, k8, q_scale, k_scale, vmax, s, s, h, n_blk, n_blk, n_chunks, *q.stride(), *k.stride(),
+            *v.stride(), D=d, BLOCK_D=block_d, BLOCK_S=QK_SCALE_BLOCK, CHUNK=chunk, ROWS=prepare.STATS_ROWS,
+            HW_CVT=hw_cvt, num_warps=prepare.QUANT_WARPS)
+        _local_v[(n_blk, b * h)](
+            v, vmax, perm, v8t.view(torch.uint8), v_scale, s, h, n_blk, n_chunks, *v.stride(), D=d, BLOCK_D=block_d,
+            BLOCK_S=QK_SCALE_BLOCK, HW_CVT=hw_cvt, PERM=layout["v_perm"] is not None, ONES_ROWS=layout["v_ones_rows"],
+            ONE_CODE=E4M3_ONE, GROUP=prepare.TOTALS_LOADS, num_warps=prepare.QUANT_WARPS)
+
+    return run, (q8, k8, v8t, q_scale, k_scale, v_scale)
 
 
 def floor(lengths=(1024, 4096), calls=20):
@@ -298,6 +385,7 @@ def floor(lengths=(1024, 4096), calls=20):
                 return F.scaled_dot_product_attention(qt, kt, vt)
 
         cast_qkv, cast_kv = _cast_floor((q, k, v)), _cast_floor((k, v))
+        local_k = local_k_pre_pass(q, k, v, mode)[0]
         parts = {
             "whole call (wan_fp4.attention)": lambda: wan_fp4.attention(q, k, v, mode, kernel="sm90-cute"),
             "pre-pass": lambda: prepare.prepare_fp8(q, k, v, **layout),
@@ -307,6 +395,8 @@ def floor(lengths=(1024, 4096), calls=20):
             "E4M3 cast of Q, K, V (one launch)": cast_qkv,
             "E4M3 cast of Q, K, V + kernel": lambda: (cast_qkv(), kernel()),
             "E4M3 cast of K, V + kernel": lambda: (cast_kv(), kernel()),
+            "pre-pass with K's first-block mean (item 27)": local_k,
+            "pre-pass with K's first-block mean + kernel": lambda: (local_k(), kernel()),
             "torch SDPA cuDNN BF16": cudnn_bf16,
         }
         for name, fn in parts.items():
@@ -369,11 +459,84 @@ def pairs(configs, mode="fp8", shapes=((1, 12, 32760, 128), (1, 40, 32760, 128))
         torch.cuda.empty_cache()
 
 
+def _head_groups(q, k, v, mode, groups):
+    """(serial, overlapped) callables running q, k, v's heads in `groups` groups (see `overlap`)."""
+    h, d = q.shape[2], q.shape[3]
+    step = -(-h // groups)
+    parts = [tuple(t[:, :, i:i + step].contiguous() for t in (q, k, v)) for i in range(0, h, step)]
+    layout = v_layout_args(mode)
+    side = torch.cuda.Stream(priority=-1)
+
+    def serial():
+        for qg, kg, vg in parts:
+            sm90.launch(prepare.prepare_fp8(qg, kg, vg, **layout), mode, d)
+
+    def overlapped():
+        main = torch.cuda.current_stream()
+        side.wait_stream(main)
+        ready = []
+        with torch.cuda.stream(side):
+            for qg, kg, vg in parts:
+                ops = prepare.prepare_fp8(qg, kg, vg, **layout)
+                for t in (ops.q8, ops.k8, ops.v8t, ops.q_scale):  # the kernel reads them on main
+                    t.record_stream(main)
+                event = torch.cuda.Event()
+                event.record(side)
+                ready.append((event, ops))
+        for event, ops in ready:
+            main.wait_event(event)
+            sm90.launch(ops, mode, d)
+        main.wait_stream(side)
+
+    return serial, overlapped
+
+
+def _event_ms(fn, calls):
+    """Milliseconds per call of fn run eagerly, `calls` calls between two CUDA events (median of 3)."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(3):
+        start.record()
+        for _ in range(calls):
+            fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / calls)
+    return sorted(times)[1]
+
+
+def overlap(shapes):
+    import wan_fp4
+
+    for b, h, s, d in shapes:
+        torch.manual_seed(s + h)
+        q, k, v = _rand(b, s, h, d), _rand(b, s, h, d), _rand(b, s, h, d)
+        flops = 4 * b * h * s * s * d
+        calls = max(1, min(10, int(-(-1e13 // flops))))  # about 10 ms of work or more per timing
+        for mode in ("fp8", "direct-p"):
+            rows = [("whole call", lambda: wan_fp4.attention(q, k, v, mode, kernel="sm90-cute"))]
+            for groups in sorted({g for g in (2, 3, 4, 5) if h % g == 0}):
+                serial, overlapped = _head_groups(q, k, v, mode, groups)
+                rows += [(f"{groups} groups, serial", serial), (f"{groups} groups, overlapped", overlapped)]
+            base = None
+            for name, fn in rows:
+                eager, graph = _event_ms(fn, calls), _graph_ms(fn, calls, rep=400, warmup=3)
+                base = base or (eager, graph)
+                print(f"{mode} B{b} H{h} S{s} D{d} {name:22s}: eager {eager:8.4f} ms ({flops / eager / 1e9:5.0f} TFLOP/s, "
+                      f"{base[0] / eager:.4f}x), graph {graph:8.4f} ms ({flops / graph / 1e9:5.0f} TFLOP/s, "
+                      f"{base[1] / graph:.4f}x)", flush=True)
+        del q, k, v
+        torch.cuda.empty_cache()
+
+
 def main():
     from wan_fp4.eval.bench_attention import parse_shape, use_prebuilt_dir
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["launch", "prepass", "percall", "waves", "short", "floor", "rounds", "pairs"])
+    ap.add_argument("what", choices=["launch", "prepass", "percall", "waves", "short", "floor", "rounds", "pairs", "overlap"])
     ap.add_argument("--configs", nargs="*", type=json.loads, default=[])
     ap.add_argument("--prebuilt-dir", default=None)
     ap.add_argument("--trace", default=None, help="percall: write a Chrome trace here")
@@ -382,7 +545,7 @@ def main():
     ap.add_argument("--mode", choices=("direct-p", "fp8"), default="direct-p", help="launch, waves, pairs: the kernel's mode")
     ap.add_argument("--lengths", type=int, nargs="*", default=[1024, 4096, 7680, 16384], help="short: sequence lengths")
     ap.add_argument("--shapes", type=parse_shape, nargs="*", default=[(1, 12, 32760, 128), (1, 40, 32760, 128)],
-                    help="pairs: BxHxSxD shapes")
+                    help="pairs, overlap: BxHxSxD shapes")
     ap.add_argument("--rounds", type=int, default=6, help="pairs: rounds of the alternation")
     args = ap.parse_args()
 
@@ -401,6 +564,8 @@ def main():
         rounds()
     elif args.what == "pairs":
         pairs([{}] + args.configs, args.mode, args.shapes, args.rounds)
+    elif args.what == "overlap":
+        overlap(args.shapes)
     else:
         percall(args.trace)
 
