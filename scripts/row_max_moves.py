@@ -26,12 +26,11 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from wan_fp4.eval.capture import TRAINED_PROMPTS  # noqa: E402
 from wan_fp4.eval.row_max_moves import headroom_error, input_families, pooled_moves, row_max_moves  # noqa: E402
 from wan_fp4.modes import DIRECT_P_HEADROOM, DIRECT_P_SLOPE  # noqa: E402
 from wan_fp4.pipelines import trained  # noqa: E402
 
-WORLD_PROMPTS = [trained.DEFAULT_PROMPT,
-                 "a blue square moving up and a small yellow ball moving left on a gray background"]
 GUIDANCE = 5.0  # the command line's default
 
 
@@ -49,21 +48,11 @@ def _print_pooled(label, calls, headroom):
 
 
 def captured(args):
-    from wan_fp4.eval.capture import capture_attention
-    from wan_fp4.pipelines import load_pipeline
+    from wan_fp4.eval.capture import trained_model_calls
 
     d = trained.DEFAULTS
     n = d["steps"]
-    steps = {"first": 0, "middle": n // 2, "last": n - 1}  # the spread over denoising, at a seventh of all steps' cost
-    pipe = load_pipeline(trained.NAME, "cpu", torch.bfloat16)
-    pipe.set_progress_bar_config(disable=True)
-    records = []
-    for prompt in args.prompts:
-        with capture_attention(pipe, kinds=("self", "cross"), steps=steps.values()) as cap:
-            pipe(prompt=prompt, negative_prompt="", height=d["height"], width=d["width"], num_frames=d["frames"],
-                 num_inference_steps=n, guidance_scale=GUIDANCE,
-                 generator=torch.Generator("cpu").manual_seed(args.seed), output_type="latent")
-        records += cap.records
+    steps, records = trained_model_calls(args.prompts, seed=args.seed, guidance=GUIDANCE)
     g = torch.Generator().manual_seed(args.seed)
     print(f"model {trained.NAME!r} (trained), bf16 on the CPU, {d['height']}x{d['width']}, {d['frames']} frames, "
           f"{n} steps, guidance {GUIDANCE:g}, seed {args.seed}; prompts {args.prompts}")
@@ -100,7 +89,7 @@ def main():
                     help="two: N(0,1) and logits of std ~6; all: also outliers, a large K mean, huge logits")
     ap.add_argument("--captured", action="store_true",
                     help="count on the embedded trained model's q, k instead of synthetic inputs")
-    ap.add_argument("--prompts", nargs="+", default=WORLD_PROMPTS, help="prompts for --captured")
+    ap.add_argument("--prompts", nargs="+", default=list(TRAINED_PROMPTS), help="prompts for --captured")
     args = ap.parse_args()
     if args.captured:
         captured(args)

@@ -24,6 +24,8 @@ from typing import Callable
 
 import torch
 
+from ..pipelines import trained
+
 KINDS = ("self", "cross")
 
 
@@ -240,6 +242,33 @@ def capture_attention(pipe_or_transformer, *, layers=None, steps=None, kinds=("s
     with AttentionTap(pipe_or_transformer, [cap], pipe=pipe) as tap:
         yield cap
     tap.check_seen()
+
+
+# Two prompts of the trained model's world: its default (one object), and two objects moving two ways
+TRAINED_PROMPTS = (trained.DEFAULT_PROMPT,
+                   "a blue square moving up and a small yellow ball moving left on a gray background")
+
+
+def trained_model_calls(prompts=TRAINED_PROMPTS, *, seed: int = 0, guidance: float = 5.0, kinds=("self", "cross")):
+    """(steps, records): q, k, v of every layer's attention calls of `kinds` that the embedded
+    trained model makes while it denoises each prompt on the CPU (bf16, its own defaults), at its
+    first, middle and last step (the spread over denoising at a seventh of all steps' cost; steps
+    maps those words to step indices). The conditional CFG call of each step only (Capture)."""
+    from ..pipelines import load_pipeline
+
+    d = trained.DEFAULTS
+    n = d["steps"]
+    steps = {"first": 0, "middle": n // 2, "last": n - 1}
+    pipe = load_pipeline(trained.NAME, "cpu", torch.bfloat16)
+    pipe.set_progress_bar_config(disable=True)
+    records = []
+    for prompt in prompts:
+        with capture_attention(pipe, kinds=kinds, steps=steps.values()) as cap:
+            pipe(prompt=prompt, negative_prompt="", height=d["height"], width=d["width"], num_frames=d["frames"],
+                 num_inference_steps=n, guidance_scale=guidance,
+                 generator=torch.Generator("cpu").manual_seed(seed), output_type="latent")
+        records += cap.records
+    return steps, records
 
 
 def capture_bytes(transformer, tokens: int, text_tokens: int = 512, kinds=("self",), dtype_bytes: int = 2) -> int:
