@@ -10,7 +10,8 @@ launch: the sm90 kernel of --mode (default direct-p) at --shape (default B1 H12 
   stalls, clocks).
 prepass: the pre-pass's bytes against the torch path's (several calls), then triton.testing.do_bench
   medians of it with each key chunk (eagerly, and replayed from a CUDA graph: the GPU's share), and
-  the rate of the bytes it must move, at H40 S1024, 4096 and 7680 and at the Wan shapes.
+  the rate of the bytes it must move, at H40 S1024, 4096 and 7680 and at the Wan shapes; and
+  docs/SM90_GEN2.md item 27's two-launch prototype (K smoothed by its first 128 keys' mean).
 percall: where a short call's time goes, at B1 H40 S1024 (the fixed per-call cost dominates there):
   wall time per call of wan_fp4.attention (direct-p, sm90) eagerly and replayed from a CUDA graph
   (no host work; the score check is skipped under capture), beside torch SDPA's cuDNN BF16 the
@@ -105,7 +106,8 @@ def prepass(repeats=5):
     torch path's on the GPU, in `repeats` calls (a sum whose order depended on scheduling would
     show as a call that differs), then its time with the default key chunk and each of
     STATS_CHUNKS, eagerly and from a CUDA graph, and the rate of the bytes any pre-pass must move
-    (Q, K, V read once, codes written; this one reads K and V twice)."""
+    (Q, K, V read once, codes written; this one reads K and V twice); then item 27's two-launch
+    prototype (`local_k_pre_pass`) from a CUDA graph."""
     import triton.testing as tt
 
     from wan_fp4.eval.device_check import mismatch
@@ -132,6 +134,10 @@ def prepass(repeats=5):
             ms = _graph_ms(fn, 10, rep=200)
             print(f"B{b} H{h} S{s}  whole pre-pass, {name:18s} {ms:.4f} ms from a CUDA graph, {eager:.4f} eager "
                   f"({moved / ms / 1e9:.2f} TB/s of the {moved / 1e6:.0f} MB it must move)", flush=True)
+        local_k = local_k_pre_pass(q, k, v, "direct-p")[0]
+        ms = _graph_ms(local_k, 10, rep=200)
+        print(f"B{b} H{h} S{s}  item 27's two launches (K's first-block mean; prototype) {ms:.4f} ms from a CUDA "
+              f"graph ({moved / ms / 1e9:.2f} TB/s)", flush=True)
         del q, k, v, want
         torch.cuda.empty_cache()
 
