@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from wan_fp4 import reference
-from wan_fp4.eval.local_stats import VARIANTS, local_direct_p, v_families, variant_errors
+from wan_fp4.eval.local_stats import local_direct_p, v_families, variant_errors
 
 
 def _qkv(s, seed, h=2, d=64):
@@ -40,11 +40,13 @@ def test_block_shifts_are_compensated(binades):
     assert e["local"] < 1.5 * e["today"] < 0.15
 
 
-def test_v_families_and_bad_variant():
+def test_v_families_and_bad_inputs():
     _, _, v = _qkv(256, 5)
     fams = v_families(v, generator=torch.Generator().manual_seed(0))
     assert set(fams) == {"N(0,1)", "channel outliers", "token outliers", "large mean", "drifting scale"}
     assert all(t.shape == v.shape for t in fams.values())
-    assert VARIANTS[0] == "today"
     with pytest.raises(ValueError, match="variant"):
         local_direct_p(v, v, v, "global")
+    wide = v * torch.exp2(torch.tensor([0.0, 9.0])).repeat_interleave(128)[None, :, None, None]
+    with pytest.raises(ValueError, match="binades"):
+        local_direct_p(v, v, wide, "local")

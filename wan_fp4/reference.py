@@ -130,7 +130,7 @@ def pow2_scale(amax: torch.Tensor) -> torch.Tensor:
     return torch.where(amax > 0, s, torch.ones_like(s))
 
 
-def _quantize_blocks(x: torch.Tensor):
+def quantize_blocks(x: torch.Tensor):
     """Per (batch, 128-token block, head) power-of-two scale and E4M3 codes of x (B,S,H,D) fp32."""
     b, s, h, d = x.shape
     nblk = -(-s // QK_SCALE_BLOCK)
@@ -155,9 +155,9 @@ def key_mean(k: torch.Tensor) -> torch.Tensor:
 def quantize_fp8(q, k, v) -> FP8Operands:
     """The fp8/direct-p operands (docs/NUMERICS.md): Q, smoothed K per 128-token block, V per channel."""
     qf, kf, vf = (t.to(torch.float32) for t in (q, k, v))
-    q8, q_scale = _quantize_blocks(qf)
+    q8, q_scale = quantize_blocks(qf)
     k_mean = key_mean(k)
-    k8, k_scale = _quantize_blocks(kf - k_mean.unsqueeze(1))
+    k8, k_scale = quantize_blocks(kf - k_mean.unsqueeze(1))
     v_scale = pow2_scale(vf.abs().amax(dim=1))  # (B, H, D)
     v8 = formats.e4m3_encode(vf / v_scale.unsqueeze(1)).view(torch.float8_e4m3fn)
     return FP8Operands(q8, k8, v8, q_scale, k_scale, v_scale, k_mean)
