@@ -26,6 +26,7 @@ from wan_fp4.eval.capture import TRAINED_PROMPTS  # noqa: E402
 from wan_fp4.eval.local_stats import VARIANTS, v_block_scales, v_families, variant_errors  # noqa: E402
 from wan_fp4.eval.row_max_moves import input_families  # noqa: E402
 
+
 def _line(label, errors):
     """errors: one dict of VARIANTS -> error per draw; prints each variant's mean error, then each
     variant's ratio to today's per draw (least-most, mean)."""

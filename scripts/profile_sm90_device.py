@@ -41,8 +41,8 @@ waves: the kernel's fixed cost per CTA. One head, one and two full waves of quer
   T0 + n * t over its n key tiles; one wave minus that is the launch itself.
 overlap: whether the pre-pass can hide under the kernel. At each --shapes, per mode, the whole call
   against the same work split into head groups, serial on one stream and overlapped (group i + 1's
-  pre-pass on a second, high-priority stream while group i's kernel runs), eagerly (CUDA events)
-  and from a CUDA graph; each group writes its own output, so the split's output copy is not
+  pre-pass on a second, high-priority stream while group i's kernel runs), eagerly (wall time, the
+  median of three timings) and from a CUDA graph; each group writes its own output, so the split's output copy is not
   counted (an upper bound on what the overlap can gain).
 """
 from __future__ import annotations
@@ -497,23 +497,6 @@ def _head_groups(q, k, v, mode, groups):
     return serial, overlapped
 
 
-def _event_ms(fn, calls):
-    """Milliseconds per call of fn run eagerly, `calls` calls between two CUDA events (median of 3)."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(3):
-        start.record()
-        for _ in range(calls):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / calls)
-    return sorted(times)[1]
-
-
 def overlap(shapes):
     import wan_fp4
 
@@ -529,7 +512,8 @@ def overlap(shapes):
                 rows += [(f"{groups} groups, serial", serial), (f"{groups} groups, overlapped", overlapped)]
             base = None
             for name, fn in rows:
-                eager = _event_ms(fn, calls)
+                fn()  # warm-up: Triton's first launch, the allocator's pools
+                eager = sorted(_per_call_ms(fn, calls) for _ in range(3))[1]
                 try:  # a second stream inside capture is what capture may refuse
                     graph = _graph_ms(fn, calls, rep=400, warmup=3)
                 except RuntimeError as exc:
