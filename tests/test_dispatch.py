@@ -107,6 +107,42 @@ def test_scale_must_be_finite_and_positive(scale):
         wan_fp4.attention(q, k, v, mode="direct-p", scale=scale)
 
 
+@pytest.mark.parametrize("kwargs, exc, words", [
+    ({"fp4": (1.6, 0.95)}, TypeError, "fp4 must be a wan_fp4.FP4Params"),  # was an AttributeError
+    ({"scale": "1/8"}, TypeError, "scale must be a number"),
+    # forced bf16 kernels used to return exact attention for a low-precision mode
+    ({"kernel": "sdpa"}, ValueError, "sdpa computes bf16 attention only, not mode 'fp8'"),
+])
+def test_bad_keyword_arguments_get_clear_errors(kwargs, exc, words):
+    q, k, v = _qkv(seed=3)
+    with pytest.raises(exc, match=words):
+        wan_fp4.attention(q, k, v, mode="fp8", **kwargs)
+    if "fp4" in kwargs:
+        with pytest.raises(exc, match=words):
+            wan_fp4.kernel_for(q, "direct-p-fp4", fp4=kwargs["fp4"])  # was silently ignored
+
+
+@pytest.mark.parametrize("kwargs, exc, words", [
+    ({"affine": (float("nan"), 0.95)}, ValueError, "finite with A > 0"),  # gave an all-zero output
+    ({"affine": (-1.6, 0.95)}, ValueError, "finite with A > 0"),  # ranked scores backwards
+    ({"affine": (1.6,)}, TypeError, "affine must be a pair"),
+    ({"guard_margin": float("nan")}, ValueError, "guard_margin must be finite"),  # ran shiftless
+    ({"guard_margin": float("inf")}, ValueError, "guard_margin must be finite"),
+    ({"guard_margin": "110"}, TypeError, "guard_margin must be a number"),
+])
+def test_fp4_map_is_checked_when_made(kwargs, exc, words):
+    with pytest.raises(exc, match=words):
+        wan_fp4.FP4Params(**kwargs)
+
+
+def test_the_bf16_fallback_keeps_the_low_precision_modes_finite_input_error():
+    # an unsupported head dim runs exact bf16, which on CPU turned a NaN query row into zeros
+    q, k, v = _qkv(d=258, seed=5)  # not 257: the fallback warns once per message, and a test reads that
+    q[0, 3, 1, 0] = float("nan")
+    with pytest.raises(ValueError, match="q contains NaN or inf"):
+        wan_fp4.attention(q, k, v, mode="direct-p")
+
+
 def test_unknown_mode_and_kernel():
     q, k, v = _qkv(seed=4)
     with pytest.raises(ValueError, match="mode must be one of"):

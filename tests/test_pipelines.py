@@ -186,6 +186,14 @@ def test_load_pipeline_rejects_non_wan_directories(tmp_path, saved_tiny):
         load_pipeline(str(other), "cpu")
     with pytest.raises(ModelError, match="non-empty string"):
         load_pipeline("", "cpu")
+    for bad in ("", None):  # "" described the working directory, None failed inside pathlib
+        with pytest.raises(ModelError, match="non-empty string"):
+            model_info(bad)
+    # diffusers loaded a string dtype as float32, with only a log line
+    with pytest.raises(TypeError, match="dtype must be a floating torch.dtype"):
+        load_pipeline(str(saved_tiny), "cpu", "bfloat16")
+    with pytest.raises(ValueError, match="device must be a torch device"):
+        load_pipeline(str(saved_tiny), "gpu")
     info = model_info(str(saved_tiny))
     assert not info.synthetic and str(saved_tiny) in info.description
 
@@ -204,6 +212,10 @@ def test_local_directory_defaults_file(tmp_path, saved_tiny):
                          ({"frames": 6}, "must be 4k")):
         with pytest.raises(ModelError, match=message):
             write_defaults(model, **bad)
+    # a directory that is not a pipeline: the file was written, and never read
+    with pytest.raises(ModelError, match="not a saved diffusers pipeline directory"):
+        write_defaults(tmp_path, height=64)
+    assert not (tmp_path / "wan_fp4_defaults.json").exists()
     (model / "wan_fp4_defaults.json").write_text("[64]")
     with pytest.raises(ModelError, match="JSON object"):
         model_info(str(model))

@@ -58,7 +58,21 @@ def test_steps_outside_the_run_are_reported_once(caplog):
     ({"guard_layers": (0,), "guard_margin": 110, "layer_modes": {0: "fp8"}}, ValueError, "both guard_layers and layer_modes"),
     ({"guard_layers": (0,), "guard_margin": "110"}, TypeError, "guard_margin must be a number"),
     ({"cross_attention": "yes"}, TypeError, "cross_attention must be True or False"),
+    # a bare index used to fail inside Python ("'int' object is not iterable")
+    ({"bf16_steps": -1}, TypeError, r"bf16_steps must be a sequence of int step indices such as \(0, -1\), got -1"),
+    ({"bf16_layers": 1}, TypeError, "bf16_layers must be a sequence of int layer indices"),
+    ({"guard_layers": 0, "guard_margin": 110}, TypeError, "guard_layers must be a sequence"),
+    ({"layer_modes": [(0, "fp8")]}, TypeError, "layer_modes must be a dict"),
+    # a NaN margin ran the shiftless map, an infinite one clamped every row
+    ({"guard_layers": (0,), "guard_margin": float("nan")}, ValueError, "guard_margin must be finite"),
+    ({"guard_layers": (0,), "guard_margin": float("inf")}, ValueError, "guard_margin must be finite"),
+    ({"guard_layers": (0,), "guard_margin": True}, TypeError, "guard_margin must be a number"),
 ])
 def test_build_rejects(kwargs, error, message):
     with pytest.raises(error, match=message):
         Policy.build("direct-p", 2, **kwargs)
+
+
+def test_none_means_no_indices():
+    p = Policy.build("direct-p", 2, bf16_steps=None, bf16_layers=None, guard_layers=None)
+    assert (p.bf16_steps, p.bf16_layers, p.guard_layers) == ((), frozenset(), frozenset())

@@ -10,6 +10,7 @@ from diffusers.models.transformers.transformer_wan import WanAttnProcessor
 from wan_fp4 import dispatch
 from wan_fp4.eval.metrics import rel_l2
 from wan_fp4.modes import FP4Params
+from wan_fp4.policy import Policy
 from wan_fp4.processor import WanDirectPAttnProcessor, disable, enable
 
 LOW = ("fp8", "direct-p", "direct-p-fp4")
@@ -258,9 +259,27 @@ def test_enable_validates_arguments(tiny_wan):
         enable(torch.nn.Linear(2, 2))
     with pytest.raises(TypeError, match="transformer=Linear"):
         enable(type("Pipe", (), {"transformer": torch.nn.Linear(2, 2)})())
+    with pytest.raises(TypeError, match="bf16_steps must be a sequence of int step indices"):
+        enable(model, bf16_steps=-1)
+    with pytest.raises(TypeError, match="layer_modes must be a dict"):
+        enable(model, layer_modes=[(0, "fp8")])
     assert not hasattr(model, "_wan_fp4_handle")  # nothing half-applied
     with pytest.raises(ValueError, match="mode must be one of"):
         WanDirectPAttnProcessor("fp4")
+
+
+def test_processor_with_a_policy_checks_its_layer_and_fp4():
+    # The policy's per-layer modes were skipped without a layer_idx or past its layers, and an
+    # fp4 other than the policy's went unused, all silently.
+    pol = Policy.build("direct-p", 2, bf16_layers=(0,))
+    with pytest.raises(ValueError, match="layer_idx is needed"):
+        WanDirectPAttnProcessor(policy=pol)
+    with pytest.raises(ValueError, match="layer_idx 2 is out of range for a policy of 2 layers"):
+        WanDirectPAttnProcessor(policy=pol, layer_idx=2)
+    with pytest.raises(ValueError, match="differs from the policy's"):
+        WanDirectPAttnProcessor(policy=pol, layer_idx=1, fp4=FP4Params(affine=(1.5, 1.2)))
+    assert WanDirectPAttnProcessor(policy=pol, layer_idx=0, fp4=pol.fp4).mode_for(False)[0] == "bf16"
+    assert WanDirectPAttnProcessor(policy=Policy.build("fp8", 2)).mode_for(False)[0] == "fp8"  # no per-layer part
 
 
 def test_layer_policy_reaches_the_dispatcher(tiny_wan, monkeypatch):

@@ -39,7 +39,7 @@ from diffusers.models import ModelMixin
 from diffusers.models import attention_dispatch as _ad
 
 from . import dispatch
-from .modes import FP4Params, check_mode
+from .modes import FP4Params, check_fp4, check_mode
 
 BACKEND_NAME = "direct_p"
 _MEMBER_NAME = "DIRECT_P"
@@ -101,8 +101,7 @@ def set_backend_mode(mode: str, fp4: FP4Params | None = None) -> tuple[str, FP4P
     Process-wide (like diffusers' active backend). Returns the previous (mode, fp4)."""
     global _defaults
     check_mode(mode)
-    if fp4 is not None and not isinstance(fp4, FP4Params):
-        raise TypeError(f"fp4 must be a wan_fp4.FP4Params or None, got {type(fp4).__name__}")
+    check_fp4(fp4)
     previous = (_defaults.mode, _defaults.fp4)
     _defaults = _Defaults(mode, fp4 or FP4Params())
     return previous

@@ -19,7 +19,7 @@ import torch
 
 from . import reference
 from .kernels import registry
-from .modes import MAX_HEAD_DIM, FP4Params, check_mode, default_scale
+from .modes import MAX_HEAD_DIM, FP4Params, check_fp4, check_mode, default_scale
 
 log = logging.getLogger("wan_fp4")
 
@@ -40,7 +40,8 @@ def attention(q, k, v, mode="direct-p", scale=None, *, fp4: FP4Params | None = N
     """
     check_mode(mode)
     validate(q, k, v)
-    scale = default_scale(q.shape[-1]) if scale is None else float(scale)
+    check_fp4(fp4)
+    scale = default_scale(q.shape[-1]) if scale is None else _as_float("scale", scale)
     if not (math.isfinite(scale) and scale > 0):  # the kernels take row maxima of unscaled scores
         raise ValueError(f"scale must be a finite positive number, got {scale!r}")
     fp4 = fp4 or FP4Params()
@@ -83,6 +84,13 @@ def validate(q, k, v) -> None:
         raise ValueError(f"head dim of q ({q.shape[3]}) and k ({k.shape[3]}) differ")
 
 
+def _as_float(name, value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a number, got {value!r}") from None
+
+
 def low_precision_head_dim_ok(head_dim: int) -> bool:
     """Low-precision modes take even head dims up to 256; others fall back to bf16 exactly."""
     return head_dim % 2 == 0 and head_dim <= MAX_HEAD_DIM
@@ -114,6 +122,7 @@ def kernel_for(q, mode, k=None, v=None, *, fp4: FP4Params | None = None) -> str:
     k = q if k is None else k
     v = k if v is None else v
     validate(q, k, v)
+    check_fp4(fp4)
     return _choose(q, k, v, mode, fp4 or FP4Params())
 
 
@@ -144,6 +153,9 @@ def _choose(q, k, v, mode, fp4: FP4Params) -> str:
 
 def kernel_available(name, q, k, v, mode, fp4: FP4Params | None = None):
     """(ok, reason): whether the kernel `name` runs these inputs here (a forced kernel, the bench)."""
+    if name in ("sdpa", "fa4") and mode != "bf16":
+        # forced, they would return exact attention labelled as the low-precision mode
+        return False, f"{name} computes bf16 attention only, not mode {mode!r}"
     if name in ("reference", "emulation", "sdpa"):
         return True, ""
     if name == "fa4":
@@ -200,6 +212,8 @@ def _run(q, k, v, mode, kernel, scale, a, b, guard, want_lse):
     if kernel in ("reference", "emulation"):
         result = reference.attention(q, k, v, mode, scale, fp4=fp4, return_lse=True)
     elif kernel.startswith("sdpa") or kernel == "fa4":
+        if mode != "bf16":  # the bf16 fallback of a low-precision mode keeps its finite-input error
+            reference.check_finite(q, k, v)
         out = _bf16_kernel(q, k, v, kernel, scale)
         result = out, (_lse_exact(q, k, scale) if want_lse else None)
     else:

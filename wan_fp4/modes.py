@@ -7,6 +7,7 @@ of the constants its sources import from here (kernels/aot.py, modes_key).
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 MODES = ("bf16", "fp8", "direct-p", "direct-p-fp4")
@@ -79,6 +80,28 @@ class FP4Params:
     affine: tuple[float, float] = AFFINE_WAN
     guard_margin: float | None = None
 
+    def __post_init__(self):
+        # Checked here, where every entry (attention, enable, the backend) gets its map: a NaN A
+        # gives all-zero P, A <= 0 ranks scores backwards, and the op reads a NaN margin as "no
+        # guard", each a finite, wrong output.
+        try:
+            a, b = self.affine
+        except (TypeError, ValueError):
+            a = b = None
+        if not (_is_number(a) and _is_number(b)):
+            raise TypeError(f"FP4Params.affine must be a pair (A, B) of numbers, got {self.affine!r}")
+        if not (math.isfinite(a) and math.isfinite(b) and a > 0):
+            raise ValueError(f"FP4Params.affine (A, B) must be finite with A > 0, got {self.affine!r}")
+        if self.guard_margin is not None:
+            if not _is_number(self.guard_margin):
+                raise TypeError(f"FP4Params.guard_margin must be a number or None, got {self.guard_margin!r}")
+            if not math.isfinite(self.guard_margin):
+                raise ValueError(f"FP4Params.guard_margin must be finite, got {self.guard_margin!r}")
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
 
 class FP4RangeWarning(RuntimeWarning):
     """direct-p-fp4 clamped P block scales at the E8M0 limits (scores too large for the map).
@@ -89,6 +112,12 @@ def check_mode(mode: str) -> str:
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     return mode
+
+
+def check_fp4(fp4) -> None:
+    """The `fp4` argument of every entry: an FP4Params or None (the default map)."""
+    if fp4 is not None and not isinstance(fp4, FP4Params):
+        raise TypeError(f"fp4 must be a wan_fp4.FP4Params or None, got {type(fp4).__name__}")
 
 
 def default_scale(head_dim: int) -> float:

@@ -9,23 +9,35 @@ torch.compile'd transformer sees at most two variants instead of one per step.
 from __future__ import annotations
 
 import logging
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import torch
 from diffusers.hooks import HookRegistry, ModelHook
 from diffusers.hooks.hooks import StateManager
 
-from .modes import FP4Params, check_mode
+from .modes import FP4Params, check_fp4, check_mode
 
 log = logging.getLogger("wan_fp4")
 
 HOOK_NAME = "wan_fp4_attention_policy"
 
 
+def _indices(name: str, value, what: str) -> tuple:
+    """A policy argument's indices as a tuple (None: none); a bare int or a string is refused by
+    name, where iterating it would fail inside Python or read its characters."""
+    if value is None:
+        return ()
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise TypeError(f"{name} must be a sequence of int {what} indices such as (0, -1), got {value!r}")
+    return tuple(value)
+
+
 def _layer_set(name: str, layers, num_layers: int) -> frozenset[int]:
     """Validate layer indices (negative ones count from the end) and normalise them."""
     out = set()
-    for i in layers:
+    for i in _indices(name, layers, "layer"):
         if isinstance(i, bool) or not isinstance(i, int):
             raise TypeError(f"{name} must hold int layer indices, got {i!r}")
         if not -num_layers <= i < num_layers:
@@ -57,14 +69,15 @@ class Policy:
               guard_layers=None, guard_margin=None, fp4=None) -> "Policy":
         """Validate enable()'s arguments into a Policy; every error names the argument."""
         check_mode(mode)
-        if fp4 is not None and not isinstance(fp4, FP4Params):
-            raise TypeError(f"fp4 must be a wan_fp4.FP4Params or None, got {type(fp4).__name__}")
+        check_fp4(fp4)
         fp4 = fp4 or FP4Params()
-        steps = tuple(bf16_steps)
+        steps = _indices("bf16_steps", bf16_steps, "step")
         for s in steps:
             if isinstance(s, bool) or not isinstance(s, int):
                 raise TypeError(f"bf16_steps must hold int step indices, got {s!r}")
         bf16 = _layer_set("bf16_layers", bf16_layers, num_layers)
+        if layer_modes is not None and not isinstance(layer_modes, Mapping):
+            raise TypeError(f"layer_modes must be a dict {{layer: mode}} or None, got {type(layer_modes).__name__}")
         overrides = {}
         for i, m in (layer_modes or {}).items():
             (j,) = _layer_set("layer_modes", (i,), num_layers)
@@ -75,13 +88,15 @@ class Policy:
             if j in overrides:
                 raise ValueError(f"layer_modes names layer {j} twice (as {i} and another index)")
             overrides[j] = m
-        guard = _layer_set("guard_layers", guard_layers or (), num_layers)
+        guard = _layer_set("guard_layers", guard_layers, num_layers)
         if guard and guard_margin is None:
             raise ValueError("guard_layers needs guard_margin (the paper uses 110 for Wan2.1-1.3B, 112 for 14B)")
         if guard_margin is not None and not guard:
             raise ValueError("guard_margin is set but guard_layers is empty: name the layers to guard")
-        if guard_margin is not None and not isinstance(guard_margin, (int, float)):
+        if guard_margin is not None and (isinstance(guard_margin, bool) or not isinstance(guard_margin, (int, float))):
             raise TypeError(f"guard_margin must be a number, got {type(guard_margin).__name__}")
+        if guard_margin is not None and not math.isfinite(guard_margin):  # NaN would read as "no guard"
+            raise ValueError(f"guard_margin must be finite, got {guard_margin!r}")
         for name, other in (("bf16_layers", bf16), ("layer_modes", set(overrides))):
             clash = sorted(guard & other)
             if clash:

@@ -22,7 +22,7 @@ from diffusers.models.transformers.transformer_wan import WanAttention, WanAttnP
 
 from . import dispatch, policy as _policy
 from .backend import DIRECT_P, is_direct_p
-from .modes import FP4Params, check_mode
+from .modes import FP4Params, check_fp4, check_mode
 
 _ATTR = "_wan_fp4_handle"  # set on a transformer while enable() is in force
 
@@ -101,12 +101,13 @@ class WanDirectPAttnProcessor(WanAttnProcessor):
                  policy: _policy.Policy | None = None):
         super().__init__()
         check_mode(mode)
-        if fp4 is not None and not isinstance(fp4, FP4Params):
-            raise TypeError(f"fp4 must be a wan_fp4.FP4Params or None, got {type(fp4).__name__}")
+        check_fp4(fp4)
         if layer_idx is not None and (isinstance(layer_idx, bool) or not isinstance(layer_idx, int) or layer_idx < 0):
             raise ValueError(f"layer_idx must be a non-negative int or None, got {layer_idx!r}")
         if policy is not None and not isinstance(policy, _policy.Policy):
             raise TypeError(f"policy must be a wan_fp4.policy.Policy or None, got {type(policy).__name__}")
+        if policy is not None:
+            _check_policy_args(policy, layer_idx, fp4)
         self.mode, self.fp4, self.layer_idx, self.policy = mode, fp4 or FP4Params(), layer_idx, policy
         # The layer's modes are decided here, once (a policy's per-layer part is fixed). A compiled
         # call then reads these values, which layers of one mode share, and never layer_idx: a
@@ -138,6 +139,20 @@ class WanDirectPAttnProcessor(WanAttnProcessor):
     def __repr__(self):
         return (f"WanDirectPAttnProcessor(mode={self.mode!r}, layer_idx={self.layer_idx}, "
                 f"policy={'yes' if self.policy is not None else None})")
+
+
+def _check_policy_args(policy, layer_idx, fp4) -> None:
+    # The policy decides per layer: a processor with no layer, or one past the policy's last,
+    # would silently run the default mode, and an fp4 other than the policy's would go unused.
+    per_layer = policy.bf16_layers or policy.layer_modes or policy.guard_layers
+    if layer_idx is None and per_layer:
+        raise ValueError("layer_idx is needed with a policy that sets per-layer modes (bf16_layers, "
+                         "layer_modes or guard_layers): pass this module's block index")
+    if layer_idx is not None and layer_idx >= policy.num_layers:
+        raise ValueError(f"layer_idx {layer_idx} is out of range for a policy of {policy.num_layers} layers")
+    if fp4 is not None and fp4 != policy.fp4:
+        raise ValueError(f"fp4={fp4} differs from the policy's {policy.fp4}, which is what runs: "
+                         "give it to Policy.build(fp4=...) or enable(fp4=...)")
 
 
 # --------------------------------------------------------------------------- enable / disable

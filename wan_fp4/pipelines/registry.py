@@ -92,6 +92,7 @@ class ModelInfo:
 
 
 def model_info(model: str) -> ModelInfo:
+    _check_model_arg(model)  # as load_pipeline: "" would otherwise describe the working directory
     models = registered_models()
     if model in models:
         spec = models[model]
@@ -134,6 +135,10 @@ def read_defaults(file: Path) -> dict:
 def write_defaults(path, **defaults) -> Path:
     """Record the command line's defaults (height, width, frames, steps) in a saved pipeline
     directory, e.g. next to `pipe.save_pretrained(path)`; `model_info(path)` reads them back."""
+    # model_info reads the file only in a pipeline directory: anywhere else it would go unused
+    if not (Path(path) / "model_index.json").is_file():
+        raise ModelError(f"write_defaults: {str(path)!r} is not a saved diffusers pipeline directory (no "
+                         "model_index.json); call pipe.save_pretrained(path) first")
     file = Path(path) / DEFAULTS_FILE
     file.write_text(json.dumps(check_defaults(defaults, "write_defaults"), indent=1) + "\n")
     return file
@@ -146,15 +151,26 @@ def load_pipeline(model: str, device: str | torch.device = "cpu", dtype: torch.d
     dtype is the transformer's and text encoder's; the VAE is kept in float32 (the Wan2.1
     diffusers recipe: its decode is sensitive to bf16). Never downloads anything.
     """
-    if not isinstance(model, str) or not model:
-        raise ModelError(f"model must be a non-empty string, got {model!r}")
-    device = torch.device(device)
+    _check_model_arg(model)
+    # diffusers turns a dtype that is not a torch.dtype (e.g. "bfloat16") into float32 with a log line
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating torch.dtype such as torch.bfloat16, got {dtype!r}")
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device must be a torch device or its name (\"cpu\", \"cuda:0\"), got {device!r}: "
+                         f"{str(exc).splitlines()[0]}") from None
     models = registered_models()
     if model in models:
         pipe = models[model].build(device, dtype)
     else:
         pipe = _load_local(_check_local_dir(model), device, dtype)
     return pipe.to(device)
+
+
+def _check_model_arg(model) -> None:
+    if not isinstance(model, str) or not model:
+        raise ModelError(f"model must be a non-empty string, got {model!r}")
 
 
 def _check_local_dir(model: str) -> Path:
