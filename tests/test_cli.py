@@ -280,3 +280,97 @@ def test_drift_default_prompt_is_one_the_model_knows(tmp_path, monkeypatch):
     assert prompt("--model", "tiny") == trained.DEFAULT_PROMPT == "a red ball moving right"
     assert prompt("--model", "tiny-random") == D.DEFAULT_PROMPT
     assert prompt("--model", "tiny", "--prompt", "a blue square moving up") == "a blue square moving up"
+
+
+def _no_load(monkeypatch):
+    """Fail the test if the model is loaded: these errors must come before any work."""
+    monkeypatch.setattr(cli, "_load", lambda *a, **k: pytest.fail("the model was loaded"))
+
+
+def test_unwritable_output_paths_are_refused_before_running(tmp_path, capsys, monkeypatch):
+    # They failed with a traceback after the whole generation or drift run (check: after a case).
+    _no_load(monkeypatch)
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    (tmp_path / "dir.mp4").mkdir()
+    for argv, message in (
+            (["generate", "--prompt", "x", "--out", str(a_file / "v.mp4")], f"{str(a_file)!r} is a file, not a"),
+            (["generate", "--prompt", "x", "--out", str(tmp_path / "dir.mp4")], "is a directory; expected a file"),
+            (["drift", "--out", str(a_file)], "--out " + repr(str(a_file)) + " is a file; expected a directory"),
+            (["drift", "--out", str(a_file / "sub")], f"{str(a_file)!r} is a file, not a"),
+            (["check", "--json", str(tmp_path)], "--json " + repr(str(tmp_path)) + " is a directory"),
+            (["check", "--json", str(a_file / "c.json")], f"{str(a_file)!r} is a file, not a")):
+        err = _usage_error(capsys, argv)
+        assert message in err, (argv, err)
+
+
+@pytest.mark.parametrize("argv,message", [
+    # torch maps a negative seed s to 2**64+s (-1 is silently seed 18446744073709551615) and
+    # raised a traceback past 2**64, after the model had loaded
+    (["generate", "--prompt", "x", "--seed", "-1", "--out", "v.mp4"], "argument --seed: expected a seed"),
+    (["generate", "--prompt", "x", "--seed", str(2 ** 64), "--out", "v.mp4"], "argument --seed: expected a seed"),
+    (["drift", "--seed", str(2 ** 70), "--out", "d"], "argument --seed: expected a seed"),
+    (["drift", "--accuracy", "on", "--accuracy-seeds", "0,-1", "--out", "d"], "argument --accuracy-seeds: expected a seed"),
+    # the same videos twice would weigh double in the accuracy
+    (["drift", "--accuracy", "on", "--accuracy-seeds", "0,0", "--out", "d"], "seed 0 is listed twice"),
+    # "1,,4" ran 1 and 4, "1,1" ran 1: a typo, silently
+    (["drift", "--steps", "1,,4", "--out", "d"], "argument --steps: expected a comma-separated list of step counts, "
+                                                 "got '1,,4' (an empty item)"),
+    (["drift", "--steps", "1,1", "--out", "d"], "argument --steps: step count 1 is listed twice"),
+    (["drift", "--modes", "bf16,,fp8", "--out", "d"], "argument --modes: expected a comma-separated list"),
+    # --affine nan ran every sm100 case with a NaN map; a missing --prebuilt-dir was ignored
+    (["check", "--affine", "nan", "1", "--suite", "quick"], "argument --affine: expected a finite number, got nan"),
+    (["check", "--prebuilt-dir", "/does/not/exist"], "'/does/not/exist' is not an existing directory"),
+])
+def test_argument_values_that_ran_silently_wrong_or_late_are_refused(tmp_path, capsys, monkeypatch, argv, message):
+    monkeypatch.chdir(tmp_path)
+    _no_load(monkeypatch)
+    assert message in _usage_error(capsys, argv)
+
+
+@pytest.mark.parametrize("argv,message", [
+    # an empty drift prompt fell back to the default prompt, a blank generate prompt ran
+    (["generate", "--prompt", "  ", "--out", "v.mp4"], "--prompt is required and must not be empty"),
+    (["drift", "--prompt", "", "--out", "d"], "--prompt must not be empty"),
+    # flags for a part that does not run were silently ignored
+    (["drift", "--model", "tiny-random", "--accuracy-seeds", "3", "--out", "d"],
+     "--accuracy-seeds given but prompt accuracy is off (--accuracy auto turns it on for the embedded trained "
+     "model only, not 'tiny-random'); add --accuracy on"),
+    (["drift", "--accuracy", "off", "--accuracy-prompts", "2", "--out", "d"],
+     "--accuracy-prompts given but prompt accuracy is off (--accuracy off)"),
+    (["drift", "--model", "tiny-random", "--policies", "none", "--policy-steps", "3", "--out", "d"],
+     "--policy-steps given but --policies none runs no policy"),
+    # DriftConfig's errors named its fields (decode_steps), not the flags
+    (["drift", "--model", "tiny-random", "--policies", "nope", "--out", "d"], "error: --policies: unknown ['nope']"),
+    (["drift", "--model", "tiny-random", "--steps", "1,4", "--decode-steps", "3", "--out", "d"],
+     "error: --decode-steps [3] must be among steps [1, 4]"),
+])
+def test_drift_and_generate_refuse_contradictory_flags_before_loading(tmp_path, capsys, monkeypatch, argv, message):
+    monkeypatch.chdir(tmp_path)
+    _no_load(monkeypatch)
+    assert message in _usage_error(capsys, [*argv, "--device", "cpu"])
+    assert not (tmp_path / "d").exists()
+
+
+def test_devices_this_machine_cannot_use_are_refused_before_loading(tmp_path, capsys, monkeypatch):
+    # --device meta (and xpu on a torch without it) ended in a traceback while the model loaded
+    _no_load(monkeypatch)
+    gen = ["generate", "--prompt", "x", *RANDOM, "--out", str(tmp_path / "v.mp4"), "--device"]
+    assert "meta tensors hold no data" in _usage_error(capsys, [*gen, "meta"])
+    if not (hasattr(torch, "xpu") and torch.xpu.is_available()):
+        assert "--device 'xpu' cannot be used with this torch" in _usage_error(capsys, [*gen, "xpu"])
+    # a GPU index past the last one: torch's "invalid device ordinal" came mid-load
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    err = _usage_error(capsys, [*gen, "cuda:1"])
+    assert "--device 'cuda:1': this machine has 1 CUDA GPU(s), cuda:0 to cuda:0" in err
+
+
+def test_bench_help_works_without_a_gpu(capsys, monkeypatch):
+    # `wan-fp4 bench e2e --help` said "needs a CUDA GPU" on a CPU machine: its options could not be read
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["bench", "e2e", "--help"])
+    assert exc.value.code == 0
+    assert "--budget-s" in capsys.readouterr().out
+    assert cli.main(["bench", "e2e"]) == 2  # running it still needs one

@@ -41,9 +41,12 @@ BENCH_KINDS = tuple(BENCH_ENTRY)
 
 def _csv(kind):
     def parse(text):
-        items = [t.strip() for t in text.split(",") if t.strip()]
-        if not items:
+        items = [t.strip() for t in text.split(",")]
+        if not any(items):
             raise argparse.ArgumentTypeError(f"expected a comma-separated list of {kind}, got {text!r}")
+        if not all(items):  # "1,,4" is likely a typo for three items, not a request for two
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list of {kind}, got {text!r} "
+                                             "(an empty item)")
         return items
     return parse
 
@@ -55,9 +58,7 @@ def _mode_list(text):
     for mode in modes:
         if mode not in MODES:
             raise argparse.ArgumentTypeError(f"unknown mode {mode!r}; modes: {', '.join(MODES)}")
-        if modes.count(mode) > 1:
-            raise argparse.ArgumentTypeError(f"mode {mode!r} is listed twice")
-    return modes
+    return _unique(modes, "mode")
 
 
 def _step_list(text):
@@ -67,7 +68,15 @@ def _step_list(text):
             steps.append(_positive_int(item))
         except argparse.ArgumentTypeError:
             raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}") from None
-    return steps
+    return _unique(steps, "step count")
+
+
+def _unique(items, what):
+    """A repeated item of a list flag is a typo, not a second run (or a double weight)."""
+    for item in items:
+        if items.count(item) > 1:
+            raise argparse.ArgumentTypeError(f"{what} {item!r} is listed twice")
+    return items
 
 
 def _int_list(text):
@@ -122,6 +131,20 @@ _nonnegative_int = _number(int, lambda v: v >= 0, "an integer >= 0")
 _guidance = _number(float, lambda v: math.isfinite(v) and v >= 0,
                     "a finite number >= 0 (1 or less turns guidance off)")
 _positive_int = _number(int, lambda v: v >= 1, "a positive integer")
+_finite_float = _number(float, math.isfinite, "a finite number")
+# torch.Generator.manual_seed takes -2**63..2**64-1 and maps a negative seed s to 2**64+s, so -1
+# would silently be the same video as 18446744073709551615 (and mean "random" to many users).
+_seed = _number(int, lambda v: 0 <= v < 2 ** 64, "a seed, an integer from 0 to 2**64-1")
+
+
+def _seed_list(text):
+    return tuple(_unique([_seed(item) for item in _csv("seeds")(text)], "seed"))
+
+
+def _directory(text):
+    if not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is not an existing directory")
+    return text
 
 
 def _add_common(p, *, modes_help):
@@ -158,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"self-attention mode, one of {', '.join(MODES)} (default direct-p)")
     g.add_argument("--steps", type=_positive_int,
                    help="denoising steps (default: the model's; 50 for a Wan2.1 directory)")
-    g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    g.add_argument("--seed", type=_seed, default=0, help="random seed, 0 to 2**64-1 (default 0)")
     g.add_argument("--fps", type=_positive_int, default=16, help="frames per second of the mp4 (default 16)")
     g.add_argument("--out", required=True, help="output video path (.mp4)")
     g.set_defaults(run=cmd_generate, subparser=g)
@@ -170,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"comma-separated modes (default {','.join(MODES)})")
     d.add_argument("--steps", type=_step_list, default=[1, 4, 20],
                    help="comma-separated step counts, one run each (default 1,4,20)")
-    d.add_argument("--seed", type=int, default=None, help="random seed (default 20260805)")
+    d.add_argument("--seed", type=_seed, default=None, help="random seed, 0 to 2**64-1 (default 20260805)")
     d.add_argument("--peers", type=_none_or(_csv("peers")), default=None,
                    help="attention kernels that are not ours, measured like a mode (e.g. cudnn-fp8: cuDNN FP8 "
                         "SDPA, CUDA sm90+ with cudnn-frontend), or 'none'; a peer named here must run here "
@@ -205,7 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "trained model only, where it means something (default auto)")
     d.add_argument("--accuracy-prompts", type=_positive_int,
                    help="how many of the world's prompts, spread evenly (default: all 32)")
-    d.add_argument("--accuracy-seeds", type=_int_list, default=(0, 1),
+    d.add_argument("--accuracy-seeds", type=_seed_list, default=None,
                    help="seeds per prompt for prompt accuracy (default 0,1)")
     d.add_argument("--out", required=True, help="output directory for drift.json, drift.md and the plots")
     d.set_defaults(run=cmd_drift, subparser=d)
@@ -227,8 +250,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--configs", type=_json_configs, default=[],
                    help="extra sm90 kernel configs to check next to each mode's default, a JSON list of objects "
                         "(e.g. '[{\"pingpong\": true}]')")
-    c.add_argument("--prebuilt-dir", help="load the sm90 prebuilt kernels from DIR (scripts/build_prebuilt.py --out DIR)")
-    c.add_argument("--affine", type=float, nargs=2, metavar=("A", "B"), help="the sm100 cases' FP4 map affine")
+    c.add_argument("--prebuilt-dir", type=_directory,
+                   help="load the sm90 prebuilt kernels from DIR (scripts/build_prebuilt.py --out DIR)")
+    c.add_argument("--affine", type=_finite_float, nargs=2, metavar=("A", "B"),
+                   help="the sm100 cases' FP4 map affine")
     c.set_defaults(run=cmd_check, subparser=c)
     return parser
 
@@ -266,7 +291,34 @@ def _device(args, parser):
         parser.error(f"--device {name!r} is not a torch device: {exc}")
     if device.type == "cuda" and not torch.cuda.is_available():
         parser.error(f"--device {name!r}: CUDA is not available to this torch ({torch.__version__})")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        parser.error(f"--device {name!r}: this machine has {torch.cuda.device_count()} CUDA GPU(s), "
+                     f"cuda:0 to cuda:{torch.cuda.device_count() - 1}")
+    if device.type == "meta":
+        parser.error(f"--device {name!r}: meta tensors hold no data; use cpu or cuda")
+    try:  # a backend this torch lacks (mps on Linux, xpu) fails here, not with a traceback mid-load
+        torch.empty(1, device=device)
+    except (RuntimeError, AssertionError) as exc:
+        reason = str(exc).splitlines()[0].split(". ")[0]  # torch's first sentence; the rest is build advice
+        parser.error(f"--device {name!r} cannot be used with this torch ({torch.__version__}): {reason}")
     return device
+
+
+def _check_out_path(path, flag, parser, *, directory=False):
+    """Refuse an output path that cannot be written, before any work: the writers make missing
+    parent directories, but a parent that is a file, or a directory where a file goes (and back),
+    failed only at the end of the run, with a traceback."""
+    path = Path(path)
+    if path.exists() and path.is_dir() != directory:
+        parser.error(f"{flag} {str(path)!r} is {'a file' if directory else 'a directory'}; "
+                     f"expected {'a directory' if directory else 'a file path'}")
+    parent = path.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        parser.error(f"{flag} {str(path)!r}: {str(parent)!r} is a file, not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        parser.error(f"{flag} {str(path)!r}: {str(parent)!r} is not writable")
 
 
 def _check_geometry_flags(args, parser):
@@ -363,11 +415,12 @@ def cmd_generate(args, parser, argv) -> int:
 
     if args.attention not in MODES:
         parser.error(f"--attention must be one of {', '.join(MODES)}, got {args.attention!r}")
-    if not args.prompt:
+    if not args.prompt or not args.prompt.strip():
         parser.error("--prompt is required and must not be empty")
     if Path(args.out).suffix.lower() not in VIDEO_SUFFIXES:
         # checked before the run: a bad path must not cost a whole generation
         parser.error(f"--out must be a video file ({', '.join(VIDEO_SUFFIXES)}), got {args.out!r}")
+    _check_out_path(args.out, "--out", parser)
     _check_geometry_flags(args, parser)
     info = _resolve(args, parser, GENERATE_DEFAULTS)
     device = _device(args, parser)
@@ -422,7 +475,22 @@ def _world_note(args, frames) -> None:
 
 
 # --------------------------------------------------------------------------- drift
+def _drift_flag_error(message):
+    """DriftConfig's errors name its fields (decode_steps); the user typed flags (--decode-steps)."""
+    import dataclasses
+
+    from .eval.drift import DriftConfig
+
+    field = message.split(" ", 1)[0].rstrip(":")
+    if field in {f.name for f in dataclasses.fields(DriftConfig)}:
+        return "--" + field.replace("_", "-") + message[len(field):]
+    return message
+
+
 def cmd_drift(args, parser, argv) -> int:
+    if args.prompt is not None and not args.prompt.strip():  # it used to fall back to the default silently
+        parser.error("--prompt must not be empty (leave it out for the model's default prompt)")
+    _check_out_path(args.out, "--out", parser, directory=True)
     _check_geometry_flags(args, parser)
     info = _resolve(args, parser, DRIFT_DEFAULTS)
     from .eval import drift as D
@@ -433,6 +501,16 @@ def cmd_drift(args, parser, argv) -> int:
     device = _device(args, parser)
     trained = is_trained_model(args.model)
     accuracy = args.accuracy == "on" or (args.accuracy == "auto" and trained)
+    # a flag for a part that does not run would be silently ignored
+    if not accuracy:
+        given = [f for f, v in (("--accuracy-prompts", args.accuracy_prompts),
+                                ("--accuracy-seeds", args.accuracy_seeds)) if v is not None]
+        why = ("--accuracy off" if args.accuracy == "off" else
+               f"--accuracy auto turns it on for the embedded trained model only, not {args.model!r}")
+        if given:
+            parser.error(f"{' and '.join(given)} given but prompt accuracy is off ({why}); add --accuracy on")
+    if args.policy_steps is not None and args.policies == ():
+        parser.error("--policy-steps given but --policies none runs no policy")
     default_prompt = TRAINED_PROMPT if trained else D.DEFAULT_PROMPT  # a prompt the model knows
     try:
         cfg = D.DriftConfig(
@@ -444,10 +522,11 @@ def cmd_drift(args, parser, argv) -> int:
             policy_steps=args.policy_steps, time_repeats=args.time_repeats, capture_steps=args.capture_steps,
             capture_layers=args.capture_layers, capture_kinds=tuple(args.capture_kinds),
             capture_gib=args.capture_gib, capture_rows=args.capture_rows, decode_steps=args.decode_steps,
-            accuracy=accuracy, accuracy_prompts=args.accuracy_prompts, accuracy_seeds=args.accuracy_seeds,
+            accuracy=accuracy, accuracy_prompts=args.accuracy_prompts,
+            accuracy_seeds=D.DEFAULT_ACCURACY_SEEDS if args.accuracy_seeds is None else args.accuracy_seeds,
             peers=None if args.peers is None else tuple(args.peers), stacks=tuple(args.stacks or ()))
     except ValueError as exc:
-        parser.error(str(exc))
+        parser.error(_drift_flag_error(str(exc)))
     try:  # before the model loads: a peer or stack that cannot run here must not cost a load
         peers = D.select_peers(cfg.peers, device)
     except D.PeerUnavailable as exc:
@@ -474,7 +553,8 @@ def cmd_bench(args, parser, argv) -> int:
 
     import torch
 
-    if not torch.cuda.is_available():
+    # --help needs no GPU: a user on a CPU machine may read what the benchmark takes
+    if not torch.cuda.is_available() and not {"-h", "--help"} & set(args.args):
         print(f"wan-fp4 bench {args.kind}: needs a CUDA GPU and torch {torch.__version__} sees none; latency "
               "is only measured on GPUs (figures in BENCHMARKS.md). On CPU, use `wan-fp4 generate` or "
               "`wan-fp4 drift`.", file=sys.stderr)
@@ -485,6 +565,8 @@ def cmd_bench(args, parser, argv) -> int:
 
 # --------------------------------------------------------------------------- check
 def cmd_check(args, parser, argv) -> int:
+    if args.json is not None:
+        _check_out_path(args.json, "--json", parser)
     device = _device(args, parser)
     from .eval import device_check
 
