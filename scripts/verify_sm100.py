@@ -4,7 +4,7 @@
 debug build whose PV waits for the next QK, pv_qk_sync), i.e. `wan-fp4 check --kernels sm100-cute`.
 Exit status 1 on any failure; off Blackwell every case is skipped and says why.
 
-    python scripts/verify_sm100.py [--suite quick|full] [--json sm100.json]
+    python scripts/verify_sm100.py [--suite quick|full|large] [--json sm100.json]
 
 Timing afterwards: python scripts/bench_sm100.py --json sm100_bench.json
 """

@@ -60,7 +60,7 @@ def check_against_reference(fn, q, k, v, mode, rows):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="wan-fp4 bench attention", description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", type=parse_shape, nargs="+", default=[parse_shape(s) for s in WAN_SHAPES])
     ap.add_argument("--length-sweep", action="store_true",
                     help=f"time B1 H40 D128 at S = {', '.join(map(str, LENGTH_SWEEP))} instead of --shapes")

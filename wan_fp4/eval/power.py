@@ -151,7 +151,7 @@ def main(argv=None) -> int:
                                               parse_shape, sm90_variants, use_prebuilt_dir)
     from wan_fp4.eval.peers import PEER_LABELS, available_peers
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="wan-fp4 bench power", description=__doc__.splitlines()[0])
     ap.add_argument("--shape", type=parse_shape, default=parse_shape("1x40x75600x128"), help="BxHxSxD")
     ap.add_argument("--modes", nargs="*", default=["direct-p", "fp8"])
     ap.add_argument("--peers", nargs="*", default=["cudnn-fp8-kernel", "sdpa-cudnn"])
