@@ -156,13 +156,17 @@ def test_report_writes_nonfinite_as_null(tmp_path):
     assert "| time (s) |" in R.drift_markdown(report) and "| 0.10 |" in R.drift_markdown(report)
 
 
-def test_prompt_accuracy_section_on_tiny(tmp_path):
+def test_prompt_accuracy_section_on_tiny(tmp_path, capsys):
     # Plumbing only: tiny-random has random weights, so the accuracies themselves are noise.
     out = tmp_path / "acc"
     argv = ["drift", "--model", "tiny-random", "--steps", "1", "--height", "32", "--width", "32", "--frames", "5",
             "--policies", "none", "--capture-steps", "none", "--decode-steps", "none", "--time-repeats", "0",
             "--accuracy", "on", "--accuracy-prompts", "2", "--accuracy-seeds", "0", "--out", str(out)]
     assert cli.main(argv) == 0
+    said = capsys.readouterr().out
+    # the plan and the accuracy estimate come before the runs and the videos, not after
+    assert "drift plan: the control and 4 arm(s)" in said and "prompt accuracy: 8 videos of 1 steps" in said
+    assert said.index("drift plan") < said.index("at the drift runs' pace here") < said.index("wrote ")
     acc = json.loads((out / "drift.json").read_text())["accuracy"]
     md = (out / "drift.md").read_text()
     assert (acc["prompts"], acc["seeds"], acc["steps"]) == (2, [0], 1)
@@ -266,3 +270,77 @@ def test_stacks_must_be_known_and_run_here():
 
     with pytest.raises(StackUnavailable, match="CUDA GPU"):
         check_stacks(("direct-p+float8-linears",), "cpu")
+
+
+def test_plan_is_said_up_front_and_counts_denoising_steps():
+    from wan_fp4.eval.drift import describe_plan, drift_work
+
+    # the bar counts steps: 3 step counts x (control + 4 arms), then 4 policies at 20 steps
+    assert drift_work(DriftConfig(), 4, 4) == (19, (1 + 4 + 20) * 5 + 4 * 20)
+    # policies at a step count no mode ran get a control run of their own
+    assert drift_work(DriftConfig(steps=(1, 4), policy_steps=8), 2, 1) == (2 * 3 + 2, 5 * 3 + 2 * 8)
+    cfg = DriftConfig(steps=(4,), accuracy=True, accuracy_prompts=4)
+    text = describe_plan(cfg, ["bf16", "fp8"], ["direct-p+bf16-first-last"], ([0, 3], [0, 1]))
+    assert "bf16, fp8" in text and "4 runs, 16 denoising steps" in text
+    assert "captured at steps [0, 3] of layers [0, 1]" in text and "timing" in text
+    assert "prompt accuracy: 16 videos of 4 steps (2 arms x 4 prompts x 2 seeds)" in text
+    quiet = describe_plan(DriftConfig(modes=("bf16",), steps=(2,), time_repeats=0), ["bf16"], [])
+    assert quiet.count("\n") == 0 and "policies" not in quiet
+
+
+def _policy_report(device):
+    report = {"smoke_test": False, "label": "", "model": {"name": "m", "description": "d", "synthetic": False},
+              "reference": "control", "command": "wan-fp4 drift", "created": R.timestamp(),
+              "environment": {**R.environment("cpu"), "device": device},
+              "settings": {"prompt": "p", "negative_prompt": "", "seed": 0, "guidance": 5.0, "height": 16,
+                           "width": 16, "frames": 2, "tokens": 1, "sampler": "s", "dtype": "bfloat16",
+                           "cross_attention": False, "steps": [4], "policy_steps": 4},
+              "runs": [{"steps": 4, "mode": m, "cosine": 1.0 - e, "rel_l2": e, "max_abs": e, "seconds": 1.0,
+                        "kernels": {}, "trajectory": [{"step": i + 1, "rel_l2": e * i} for i in range(4)]}
+                       for m, e in (("bf16", 0.0), ("fp8", 0.01))],
+              "frames": [{"steps": 4, "mode": m, "psnr_db": p, "ssim": 1.0, "psnr_db_per_frame": [p, p],
+                          "ssim_per_frame": [1.0, 0.9]} for m, p in (("bf16", math.inf), ("fp8", 31.0))],
+              "speed": {"timing": "wall", "stock_forward_ms": 2.0, "stock_attention_share": 0.5, "policies": {}},
+              "mode_speed": [{"policy": "mode:fp8", "steps": 4, "rel_l2": 0.01, "cosine": 0.99,
+                              "forward_ms": 1.0, "speedup_vs_stock": 1.5}],
+              "policies": [{"policy": "direct-p+bf16-first2-last2", "description": "direct-p; first 2 and last 2 "
+                            "steps in BF16", "mode": "direct-p", "steps": 4, "cosine": 1.0, "rel_l2": 0.0,
+                            "kernels": {"bf16 / diffusers:native": 96}, "trajectory": [],
+                            "forward_ms": 1.0, "speedup_vs_stock": 1.0}]}
+    return report
+
+
+def test_policy_names_are_explained_and_cpu_plot_has_no_speed_axis(tmp_path, monkeypatch):
+    from wan_fp4.eval import policies as P
+
+    drawn = []
+    monkeypatch.setattr(P, "_plot_drift_bars", lambda plt, rows, path, **kw: drawn.append(path))
+    paths = R.write_drift_report(_policy_report("cpu"), tmp_path / "cpu")
+    md = paths["md"].read_text()
+    # the name alone does not say what runs; an all-BF16 policy's drift 0 says why
+    assert ("- `direct-p+bf16-first2-last2`: direct-p; first 2 and last 2 steps in BF16 (at 4 steps every step "
+            "is BF16)") in md
+    # on a CPU the times are the emulation's: the plot shows drift alone, as the table does
+    assert drawn == [paths["policies.png"]] and "![drift per policy](policies.png)" in md
+    drawn.clear()
+    paths = R.write_drift_report(_policy_report("cuda:0"), tmp_path / "gpu")
+    assert drawn == [] and paths["policies.png"].stat().st_size > 0
+    assert "![speed vs drift](policies.png)" in paths["md"].read_text()
+
+
+def test_plots_keep_zeros_and_identical_frames_on_a_readable_axis(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    R._zero_based_log(ax, [0.0, 3e-4, 0.02, float("nan"), None])
+    # linear only below the smallest nonzero value's decade: zeros sit at 0, not at a made-up 1e-12
+    assert ax.get_yscale() == "symlog" and ax.yaxis.get_transform().linthresh == 1e-4 and ax.get_ylim()[0] == 0
+    plt.close(fig)
+    report = _policy_report("cpu")
+    report["frames"].append({**report["frames"][1], "mode": "direct-p"})
+    assert R.trajectory_plot(report, tmp_path / "t.png").stat().st_size > 0
+    assert R.frames_plot(report, tmp_path / "f.png").stat().st_size > 0  # inf PSNR drawn, not a crash
+    assert R.drift_plot(report, tmp_path / "d.png").stat().st_size > 0

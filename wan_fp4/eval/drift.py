@@ -283,7 +283,7 @@ def run_modes(pipe, cfg: DriftConfig, bar, plan=None, peers=None):
                             int(cfg.capture_gib * 2**30))
             handlers = [cap]
         ctrl = controls[steps] = P.run(pipe, cfg, steps, None, decode=decode, tap_handlers=handlers)
-        bar.update()
+        bar.update(steps)
         for arm in measured:
             mode = arm.label
             bar.set_postfix_str(f"{steps} steps, {mode}")
@@ -293,7 +293,7 @@ def run_modes(pipe, cfg: DriftConfig, bar, plan=None, peers=None):
                               tap_handlers=arm.handlers(cfg.cross_attention))
             except RUN_ERRORS as exc:
                 runs.append(failed_row(steps=steps, mode=mode, exc=exc))
-                bar.update()
+                bar.update(steps)
                 continue
             row = {"steps": steps, "mode": mode, **M.compare(r.latent, ctrl.latent), "seconds": r.seconds,
                    "kernels": r.kernels, "trajectory": M.trajectory_drift(r.trajectory, ctrl.trajectory)}
@@ -302,7 +302,7 @@ def run_modes(pipe, cfg: DriftConfig, bar, plan=None, peers=None):
                 row["frames"] = fm
                 frames.append({"steps": steps, "mode": mode, **fm})
             runs.append(row)
-            bar.update()
+            bar.update(steps)
     return runs, frames, controls, cap
 
 
@@ -319,7 +319,7 @@ def run_policies(pipe, cfg: DriftConfig, policies, controls: dict, bar) -> list[
     if n not in controls:
         bar.set_postfix_str(f"{n} steps, control")
         controls[n] = P.run(pipe, cfg, n, None)
-        bar.update()
+        bar.update(n)
     ctrl, rows = controls[n], []
     for pol in policies:
         bar.set_postfix_str(f"policy {pol.name}")
@@ -331,7 +331,7 @@ def run_policies(pipe, cfg: DriftConfig, policies, controls: dict, bar) -> list[
             rows.append({"policy": pol.name, "description": pol.description, "mode": pol.mode, "steps": n,
                          "enable": _jsonable(pol.enable_kwargs()), **M.compare(r.latent, ctrl.latent),
                          "kernels": r.kernels, "trajectory": M.trajectory_drift(r.trajectory, ctrl.trajectory)})
-        bar.update()
+        bar.update(n)
     return rows
 
 
@@ -376,9 +376,10 @@ def accuracy_prompts(count: int | None = None) -> list[str]:
     return [prompts[i * len(prompts) // count] for i in range(count)]
 
 
-def prompt_accuracy(pipe, cfg: DriftConfig, progress: bool = True, peers=None) -> dict:
+def prompt_accuracy(pipe, cfg: DriftConfig, progress: bool = True, peers=None, pace_s: float | None = None) -> dict:
     """Per mode and peer ({name: fn}): generate every prompt x seed with it, read each video back
-    and score colour, shape, direction and all three (`adherence.accuracy`)."""
+    and score colour, shape, direction and all three (`adherence.accuracy`). pace_s: seconds per
+    denoising step of one video measured so far, for an estimate said before the videos start."""
     from tqdm.auto import tqdm
 
     from . import policies as P
@@ -392,6 +393,10 @@ def prompt_accuracy(pipe, cfg: DriftConfig, progress: bool = True, peers=None) -
     measured = sorted(arms(cfg, pipe.transformer.config.num_layers, peers or {}), key=lambda a: a.label != "bf16")
     control = {}
     total = len(prompts) * len(cfg.accuracy_seeds) * len(measured)
+    if progress and pace_s:  # its bar shows an ETA only after a first batch of videos, minutes in
+        print(f"prompt accuracy: {total} videos of {cfg.max_steps} steps; at the drift runs' pace here "
+              f"({pace_s:.2g} s a step) about {_duration(total * cfg.max_steps * pace_s)} "
+              "(less where batching helps, as on a GPU)", flush=True)
     with tqdm(total=total, desc="prompt accuracy", unit="video", disable=not progress) as bar:
         for arm in measured:
             bar.set_postfix_str(arm.label)
@@ -429,6 +434,10 @@ def prompt_accuracy(pipe, cfg: DriftConfig, progress: bool = True, peers=None) -
     return out
 
 
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
 def _eight_bit(video):
     import numpy as np
 
@@ -446,6 +455,34 @@ def psnr_spread(values: list[float]) -> dict | None:
     q25, q50, q75 = np.percentile(v, [25, 50, 75], method="nearest")
     return {"videos": len(values), "median_db": float(q50), "p25_db": float(q25), "p75_db": float(q75),
             "min_db": float(v.min()), "identical": int(np.isinf(v).sum())}
+
+
+def drift_work(cfg: DriftConfig, n_arms: int, n_policies: int) -> tuple[int, int]:
+    """(runs, denoising steps) of the drift runs: control and arms per step count, then the policies
+    (with a control of their own when no step count matches)."""
+    extra = 1 if n_policies and cfg.policy_step_count not in cfg.steps else 0
+    runs = len(cfg.steps) * (1 + n_arms) + n_policies + extra
+    return runs, sum(cfg.steps) * (1 + n_arms) + (n_policies + extra) * cfg.policy_step_count
+
+
+def describe_plan(cfg: DriftConfig, labels: list[str], policies: list[str], capture=None) -> str:
+    """What a drift report will run, said before it starts: a run of many minutes should not be a
+    surprise (labels: the arms; capture: capture_plan's (steps, layers) or None)."""
+    runs, steps = drift_work(cfg, len(labels), len(policies))
+    lines = [f"drift plan: the control and {len(labels)} arm(s) ({', '.join(labels)}) at "
+             f"{', '.join(map(str, cfg.steps))} step(s)"
+             + (f", then {len(policies)} policies at {cfg.policy_step_count} steps" if policies else "")
+             + f": {runs} runs, {steps} denoising steps in all"]
+    if capture is not None:
+        lines.append(f"  per-layer attention error on q/k/v captured at steps {capture[0]} of layers {capture[1]}")
+    if cfg.time_repeats and (policies or any(m != "bf16" for m in cfg.modes)):
+        lines.append(f"  timing of the modes and policies ({cfg.time_repeats} repeats of a forward)")
+    if cfg.accuracy:
+        n = len(accuracy_prompts(cfg.accuracy_prompts)) * len(cfg.accuracy_seeds) * len(labels)
+        lines.append(f"  prompt accuracy: {n} videos of {cfg.max_steps} steps ({len(labels)} arms x "
+                     f"{len(accuracy_prompts(cfg.accuracy_prompts))} prompts x {len(cfg.accuracy_seeds)} seeds), "
+                     "usually the longest part")
+    return "\n".join(lines)
 
 
 def build_report(pipe, cfg: DriftConfig, *, info, device, dtype: str, command: str,
@@ -466,12 +503,16 @@ def build_report(pipe, cfg: DriftConfig, *, info, device, dtype: str, command: s
     num_layers = pipe.transformer.config.num_layers
     plan = capture_plan(pipe, cfg)
     policies = P.resolve(cfg.policies, num_layers)
-    n_policy_runs = len(policies) + (1 if policies and cfg.policy_step_count not in cfg.steps else 0)
-    n_arms = len(arms(cfg, num_layers, peer_fns))
-    with tqdm(total=len(cfg.steps) * (1 + n_arms) + n_policy_runs, desc="drift", unit="run",
-              disable=not progress) as bar:
+    arm_labels = [a.label for a in arms(cfg, num_layers, peer_fns)]
+    if progress:
+        print(describe_plan(cfg, arm_labels, [p.name for p in policies], plan), flush=True)
+    # counted in denoising steps, not runs: a 20-step run takes 20 times a 1-step one, and the ETA
+    # of a bar over runs was off by that much
+    work = drift_work(cfg, len(arm_labels), len(policies))[1]
+    with tqdm(total=work, desc="drift", unit="step", disable=not progress) as bar:
         runs, frames, controls, cap = run_modes(pipe, cfg, bar, plan, peer_fns)
         policy_rows = run_policies(pipe, cfg, policies, controls, bar) if policies else []
+    pace = (time.perf_counter() - started) / work  # seconds per denoising step of one video
     controls.clear()
 
     layer_errors, capture_info = [], {"enabled": cap is not None}
@@ -499,7 +540,7 @@ def build_report(pipe, cfg: DriftConfig, *, info, device, dtype: str, command: s
                                "rel_l2": d["rel_l2"] if d else None, "cosine": d["cosine"] if d else None,
                                **speed["policies"].get(f"mode:{m}", {})})
 
-    acc = prompt_accuracy(pipe, cfg, progress, peer_fns) if cfg.accuracy else None
+    acc = prompt_accuracy(pipe, cfg, progress, peer_fns, pace_s=pace) if cfg.accuracy else None
 
     return {
         "schema": "wan-fp4/drift/2", "smoke_test": info.synthetic,

@@ -196,8 +196,9 @@ def run(pipe, cfg, steps: int, policy: BoundPolicy | None, *, decode: bool = Fal
     return RunOutput(latent, trajectory, frames, seconds, kernels)
 
 
-def plot_speed_vs_drift(rows: list[dict], path, *, title: str, smoke: bool) -> None:
-    """Each policy as a point: modelled speed-up vs stock BF16 (x) against final-latent rel-L2 (y)."""
+def plot_speed_vs_drift(rows: list[dict], path, *, title: str, smoke: bool, speed: bool = True) -> None:
+    """Each policy as a point: modelled speed-up vs stock BF16 (x) against final-latent rel-L2 (y).
+    speed False (a CPU, where the times are the emulation's): one bar of rel-L2 per policy instead."""
     import math
 
     import matplotlib
@@ -205,6 +206,9 @@ def plot_speed_vs_drift(rows: list[dict], path, *, title: str, smoke: bool) -> N
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    if not speed:  # a speed axis the report calls meaningless would still be read as one
+        _plot_drift_bars(plt, rows, path, title=title, smoke=smoke)
+        return
     fig, ax = plt.subplots(figsize=(7.5, 5), constrained_layout=True)
     for r in rows:
         x, y = r.get("speedup_vs_stock"), r.get("rel_l2")
@@ -217,6 +221,31 @@ def plot_speed_vs_drift(rows: list[dict], path, *, title: str, smoke: bool) -> N
     ax.set_xlabel("speed-up of the transformer over a full run vs stock BF16 (modelled from measured forwards)")
     ax.set_ylabel("final-latent rel. L2 vs BF16 control")
     ax.grid(True, alpha=0.3)
+    if smoke:
+        title += "\nSMOKE TEST (random weights): drift is not a quality figure"
+    ax.set_title(title, color="firebrick" if smoke else "black", fontsize=10)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _plot_drift_bars(plt, rows: list[dict], path, *, title: str, smoke: bool) -> None:
+    import math
+
+    rows = [r for r in rows if r.get("rel_l2") is not None]
+    fig, ax = plt.subplots(figsize=(7.5, 1.2 + 0.4 * max(1, len(rows))), constrained_layout=True)
+    mixed = len({r.get("steps") for r in rows}) > 1  # say the step count per bar only where it varies
+    names = [r["policy"] + (f" ({r.get('steps')} steps)" if mixed else "") for r in rows][::-1]  # table order
+    vals = [r["rel_l2"] if math.isfinite(r["rel_l2"]) else 0.0 for r in rows][::-1]
+    ax.barh(names, vals, color=["C1" if n.startswith("mode:") else "C0" for n in names])
+    for i, r in enumerate(rows[::-1]):
+        v = r["rel_l2"]
+        ax.annotate(f"{v:.3g}" if math.isfinite(v) else "failed", (vals[i], i), xytext=(3, 0),
+                    textcoords="offset points", va="center", fontsize=8)
+    ax.set_xlim(0, 1.15 * max(vals + [1e-12]))  # room for the value labels
+    ax.set_xlabel("final-latent rel. L2 vs control (lower: closer)"
+                  + ("" if mixed or not rows else f", {rows[0].get('steps')}-step runs"))
+    ax.tick_params(axis="y", labelsize=8)
+    ax.grid(True, axis="x", alpha=0.3)
     if smoke:
         title += "\nSMOKE TEST (random weights): drift is not a quality figure"
     ax.set_title(title, color="firebrick" if smoke else "black", fontsize=10)

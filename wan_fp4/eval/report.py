@@ -215,7 +215,20 @@ def _policy_section(report, timed: bool) -> list[str]:
         ms, up = (fmt(r.get("forward_ms")), fmt(r.get("speedup_vs_stock"), 3)) if timed else ("n/a", "n/a")
         lines.append(f"| {r['policy']} | {ms} | {up} | {r.get('steps')} | {fmt(r.get('cosine'))} | "
                      f"{fmt(r.get('rel_l2'))} |")
-    return lines + ["", "![speed vs drift](policies.png)", ""]
+    # a policy's name alone does not say what it runs; and a policy whose BF16 steps cover the whole
+    # run (first2-last2 at 4 steps) has drift 0 for that reason, not because its mode is exact
+    described = [f"- `{r['policy']}`: {r['description']}"
+                 + (f" (at {r['steps']} steps every step is BF16)" if _all_bf16(r) else "")
+                 for r in report["policies"] if r.get("description")]
+    if described:
+        lines += ["", *described]
+    title = "speed vs drift" if timed else "drift per policy"
+    return lines + ["", f"![{title}](policies.png)", ""]
+
+
+def _all_bf16(row) -> bool:
+    kernels = row.get("kernels") or {}
+    return bool(kernels) and all(k.startswith("bf16 /") for k in kernels)
 
 
 def _accuracy_section(acc) -> list[str]:
@@ -290,22 +303,36 @@ def drift_plot(report: dict, path) -> Path:
     return _save(fig, plt, path, 120)
 
 
+def _zero_based_log(ax, values) -> None:
+    """A log y axis that keeps exact zeros (bf16 rows, BF16 steps of a policy) at 0: symlog, linear
+    only below the smallest nonzero value, so zeros no longer stretch the axis down to a made-up 1e-12."""
+    pos = [v for v in values if v is not None and math.isfinite(v) and v > 0]
+    ax.set_yscale("symlog", linthresh=10.0 ** math.floor(math.log10(min(pos))) if pos else 1e-6)
+    ax.set_ylim(bottom=0)
+
+
 def trajectory_plot(report: dict, path) -> Path:
     """trajectory.png: relative L2 of the latent after each step of the longest run, per mode and policy."""
+    from matplotlib.ticker import MaxNLocator
+
     plt = _plt()
     n = max(report["settings"]["steps"])
     fig, ax = plt.subplots(figsize=(7.5, 4.5), constrained_layout=True)
+    shown = []
     for r in report["runs"]:
         if r["steps"] == n:
-            ax.plot([t["step"] for t in r["trajectory"]], [max(_nan(t["rel_l2"]), 1e-12) for t in r["trajectory"]],
-                    marker="o", ms=3, label=r["mode"])
+            ys = [_nan(t["rel_l2"]) for t in r["trajectory"]]
+            ax.plot([t["step"] for t in r["trajectory"]], ys, marker="o", ms=3, label=r["mode"])
+            shown += ys
     for p in report.get("policies", []):
         if p["steps"] == n:
-            ax.plot([t["step"] for t in p["trajectory"]], [max(_nan(t["rel_l2"]), 1e-12) for t in p["trajectory"]],
-                    ls="--", lw=1, label=f"policy {p['policy']}")
-    ax.set_yscale("log")
-    ax.set_xlabel("denoising step")
-    ax.set_ylabel("rel. L2 of the latent vs BF16 control")
+            ys = [_nan(t["rel_l2"]) for t in p["trajectory"]]
+            ax.plot([t["step"] for t in p["trajectory"]], ys, ls="--", lw=1, label=f"policy {p['policy']}")
+            shown += ys
+    _zero_based_log(ax, shown)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole: no 2.5 ticks
+    ax.set_xlabel("denoising step (latent after step n)")
+    ax.set_ylabel("rel. L2 of the latent vs control")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
     ax.set_title(_title(report, f"trajectory drift ({n}-step run)"),
@@ -317,12 +344,19 @@ def frames_plot(report: dict, path) -> Path:
     """frames.png: PSNR and SSIM of each decoded frame against the control's."""
     plt = _plt()
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
+    # identical frames (PSNR inf) are drawn on a line just above the largest finite PSNR: a fixed
+    # 200 dB squeezed the real values into the bottom of the panel
+    finite = [v for f in report["frames"] for v in f["psnr_db_per_frame"] if v is not None and math.isfinite(v)]
+    top = 10 * math.ceil(max(finite) / 10) + 10 if finite else 100.0
     for f in report["frames"]:
         x = range(1, len(f["psnr_db_per_frame"]) + 1)
-        a1.plot(x, [min(_nan(v), 200.0) for v in f["psnr_db_per_frame"]], marker="o", ms=3,
+        a1.plot(x, [min(_nan(v), top) for v in f["psnr_db_per_frame"]], marker="o", ms=3,
                 label=f"{f['mode']} ({f['steps']} steps)")
         a2.plot(x, f["ssim_per_frame"], marker="o", ms=3, label=f"{f['mode']} ({f['steps']} steps)")
-    a1.set_ylabel("PSNR (dB) vs control (identical frames shown at 200)")
+    a1.axhline(top, color="grey", lw=0.8, ls=":")
+    a1.annotate("identical to the control (PSNR inf)", (0.01, top), xycoords=("axes fraction", "data"),
+                xytext=(0, 3), textcoords="offset points", fontsize=7, color="grey")
+    a1.set_ylabel("PSNR (dB) vs control")
     a2.set_ylabel("SSIM vs control")
     for ax in (a1, a2):
         ax.set_xlabel("frame")
@@ -353,10 +387,11 @@ def write_drift_report(report: dict, out_dir) -> dict:
     if report.get("speed"):
         title = f"wan-fp4 policies, model {report['model']['name']}"
         if not timings_meaningful(report["environment"]["device"]):
-            title += "\nCPU: the speed axis is the reference emulation's, not the modes' speed"
+            title += "\nCPU: drift only (times are the reference emulation's, not the modes' speed)"
         paths["policies.png"] = out / "policies.png"
         plot_speed_vs_drift(report["mode_speed"] + report["policies"], paths["policies.png"],
-                            title=title, smoke=report["smoke_test"])
+                            title=title, smoke=report["smoke_test"],
+                            speed=timings_meaningful(report["environment"]["device"]))
     paths["md"] = out / "drift.md"
     paths["md"].write_text(drift_markdown(report))
     return paths
