@@ -311,10 +311,8 @@ def _policy_report(device):
 
 
 def test_policy_names_are_explained_and_cpu_plot_has_no_speed_axis(tmp_path, monkeypatch):
-    from wan_fp4.eval import policies as P
-
     drawn = []
-    monkeypatch.setattr(P, "_plot_drift_bars", lambda plt, rows, path, **kw: drawn.append(path))
+    monkeypatch.setattr(R, "_drift_bars", lambda plt, rows, path, **kw: drawn.append(path) or path)
     paths = R.write_drift_report(_policy_report("cpu"), tmp_path / "cpu")
     md = paths["md"].read_text()
     # the name alone does not say what runs; an all-BF16 policy's drift 0 says why
