@@ -502,13 +502,12 @@ def cmd_drift(args, parser, argv) -> int:
     trained = is_trained_model(args.model)
     accuracy = args.accuracy == "on" or (args.accuracy == "auto" and trained)
     # a flag for a part that does not run would be silently ignored
-    if not accuracy:
-        given = [f for f, v in (("--accuracy-prompts", args.accuracy_prompts),
-                                ("--accuracy-seeds", args.accuracy_seeds)) if v is not None]
+    given = [f for f, v in (("--accuracy-prompts", args.accuracy_prompts),
+                            ("--accuracy-seeds", args.accuracy_seeds)) if v is not None]
+    if given and not accuracy:
         why = ("--accuracy off" if args.accuracy == "off" else
                f"--accuracy auto turns it on for the embedded trained model only, not {args.model!r}")
-        if given:
-            parser.error(f"{' and '.join(given)} given but prompt accuracy is off ({why}); add --accuracy on")
+        parser.error(f"{' and '.join(given)} given but prompt accuracy is off ({why}); add --accuracy on")
     if args.policy_steps is not None and args.policies == ():
         parser.error("--policy-steps given but --policies none runs no policy")
     default_prompt = TRAINED_PROMPT if trained else D.DEFAULT_PROMPT  # a prompt the model knows

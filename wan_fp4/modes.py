@@ -93,14 +93,19 @@ class FP4Params:
         if not (math.isfinite(a) and math.isfinite(b) and a > 0):
             raise ValueError(f"FP4Params.affine (A, B) must be finite with A > 0, got {self.affine!r}")
         if self.guard_margin is not None:
-            if not _is_number(self.guard_margin):
-                raise TypeError(f"FP4Params.guard_margin must be a number or None, got {self.guard_margin!r}")
-            if not math.isfinite(self.guard_margin):
-                raise ValueError(f"FP4Params.guard_margin must be finite, got {self.guard_margin!r}")
+            check_guard_margin(self.guard_margin, "FP4Params.guard_margin")
 
 
 def _is_number(x) -> bool:
     return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+
+def check_guard_margin(margin, name: str = "guard_margin") -> None:
+    """A guard margin is a finite real: NaN would read as "no guard", inf clamps every row."""
+    if not _is_number(margin):
+        raise TypeError(f"{name} must be a number, got {margin!r}")
+    if not math.isfinite(margin):
+        raise ValueError(f"{name} must be finite, got {margin!r}")
 
 
 class FP4RangeWarning(RuntimeWarning):

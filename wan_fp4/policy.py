@@ -9,7 +9,6 @@ torch.compile'd transformer sees at most two variants instead of one per step.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -17,7 +16,7 @@ import torch
 from diffusers.hooks import HookRegistry, ModelHook
 from diffusers.hooks.hooks import StateManager
 
-from .modes import FP4Params, check_fp4, check_mode
+from .modes import FP4Params, check_fp4, check_guard_margin, check_mode
 
 log = logging.getLogger("wan_fp4")
 
@@ -93,10 +92,8 @@ class Policy:
             raise ValueError("guard_layers needs guard_margin (the paper uses 110 for Wan2.1-1.3B, 112 for 14B)")
         if guard_margin is not None and not guard:
             raise ValueError("guard_margin is set but guard_layers is empty: name the layers to guard")
-        if guard_margin is not None and (isinstance(guard_margin, bool) or not isinstance(guard_margin, (int, float))):
-            raise TypeError(f"guard_margin must be a number, got {type(guard_margin).__name__}")
-        if guard_margin is not None and not math.isfinite(guard_margin):  # NaN would read as "no guard"
-            raise ValueError(f"guard_margin must be finite, got {guard_margin!r}")
+        if guard_margin is not None:
+            check_guard_margin(guard_margin)
         for name, other in (("bf16_layers", bf16), ("layer_modes", set(overrides))):
             clash = sorted(guard & other)
             if clash:

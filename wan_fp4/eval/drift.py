@@ -478,10 +478,9 @@ def describe_plan(cfg: DriftConfig, labels: list[str], policies: list[str], capt
     if cfg.time_repeats and (policies or any(m != "bf16" for m in cfg.modes)):
         lines.append(f"  timing of the modes and policies ({cfg.time_repeats} repeats of a forward)")
     if cfg.accuracy:
-        n = len(accuracy_prompts(cfg.accuracy_prompts)) * len(cfg.accuracy_seeds) * len(labels)
-        lines.append(f"  prompt accuracy: {n} videos of {cfg.max_steps} steps ({len(labels)} arms x "
-                     f"{len(accuracy_prompts(cfg.accuracy_prompts))} prompts x {len(cfg.accuracy_seeds)} seeds), "
-                     "usually the longest part")
+        n_prompts, n_seeds = len(accuracy_prompts(cfg.accuracy_prompts)), len(cfg.accuracy_seeds)
+        lines.append(f"  prompt accuracy: {n_prompts * n_seeds * len(labels)} videos of {cfg.max_steps} steps "
+                     f"({len(labels)} arms x {n_prompts} prompts x {n_seeds} seeds), usually the longest part")
     return "\n".join(lines)
 
 
