@@ -48,22 +48,29 @@ _INV_E4M3_MAX = 1.0 / E4M3_MAX
 _QUERY_CHUNK = 4096
 
 
-def attention(q, k, v, mode="bf16", scale=None, *, fp4: FP4Params | None = None, return_lse=False):
+def attention(q, k, v, mode="bf16", scale=None, *, fp4: FP4Params | None = None, return_lse=False,
+              segments: torch.Tensor | None = None):
     """Attention of q (B,Sq,H,D) over k, v (B,Skv,H,D) in the given mode.
 
     Returns out (B,Sq,H,D) in q.dtype, and with return_lse=True also the natural-log
     log-sum-exp of the represented probabilities, (B,H,Sq) float32.
+    segments (fp8 and direct-p): per (batch, head, query row) the number of contiguous runs of
+    key tiles its keys are split into, (B, H, Sq) integers (docs/NUMERICS.md, "Keys in segments";
+    the sm90 kernel's tail split, kernels/sm90/split.py); None = one.
     """
     check_mode(mode)
     _check_shapes(q, k, v)
     scale = default_scale(q.shape[-1]) if scale is None else float(scale)
+    if segments is not None and mode not in ("fp8", "direct-p"):
+        raise ValueError(f"segments applies to modes 'fp8' and 'direct-p', got mode {mode!r}")
     if mode != "bf16":
         check_finite(q, k, v)
     if mode == "bf16":
         out, lse = _exact_attention(q, k, v, scale)
     elif mode in ("fp8", "direct-p"):
         direct_p = mode == "direct-p"
-        out, lse = _fp8_attention(q, k, v, scale, direct_p, DIRECT_P_HEADROOM / DIRECT_P_SLOPE if direct_p else None)
+        out, lse = _fp8_attention(q, k, v, scale, direct_p, DIRECT_P_HEADROOM / DIRECT_P_SLOPE if direct_p else None,
+                                  segments)
     else:
         out, lse = _fp4_attention(q, k, v, scale, fp4 or FP4Params())
     out = out.to(q.dtype)
@@ -253,22 +260,47 @@ def _rne16(t: torch.Tensor) -> torch.Tensor:
     return (t * 2.0 ** -24).to(torch.float16).to(torch.float32) * 2.0 ** 24
 
 
-def direct_p_headroom(q, k, v, headroom: float | None, scale=None):
+def direct_p_headroom(q, k, v, headroom: float | None, scale=None, *, segments=None):
     """Direct-P with another row reference: the rule of `headroom_codes` with this headroom (log2
     units; the sm90 kernel's `headroom` option, in codes, is 8 times it), or with None the running
-    row max (the sm90 kernel's `headroom` 0). (out in q.dtype, natural-log LSE)."""
+    row max (the sm90 kernel's `headroom` 0). segments: as `attention`'s. (out in q.dtype,
+    natural-log LSE)."""
     _check_shapes(q, k, v)
     check_finite(q, k, v)
     scale = default_scale(q.shape[-1]) if scale is None else float(scale)
-    out, lse = _fp8_attention(q, k, v, scale, True, None if headroom is None else float(headroom))
+    out, lse = _fp8_attention(q, k, v, scale, True, None if headroom is None else float(headroom), segments)
     return out.to(q.dtype), lse
 
 
-def _fp8_attention(q, k, v, scale, direct_p, headroom=None):
+def _check_segments(segments, b, h, sq, skv):
+    if not isinstance(segments, torch.Tensor) or segments.is_floating_point() or segments.is_complex():
+        raise ValueError(f"segments must be an integer tensor, got {type(segments).__name__}")
+    if tuple(segments.shape) != (b, h, sq):
+        raise ValueError(f"segments must have shape (B, H, S_q) = {(b, h, sq)}, got {tuple(segments.shape)}")
+    key_tiles = -(-skv // TILE_N)
+    if segments.numel() and (int(segments.min()) < 1 or int(segments.max()) > key_tiles):
+        raise ValueError(f"segments must be in [1, {key_tiles}] (the key tiles), got "
+                         f"[{int(segments.min())}, {int(segments.max())}]")
+
+
+def _merge_segment(done, cur, rows):
+    """Fold the finished segment `cur` = (m, l, acc) into `done` where `rows` (a bool per row):
+    both rescaled to their larger reference, in FP32 (docs/NUMERICS.md, "Keys in segments")."""
+    (m0, l0, a0), (m1, l1, a1) = done, cur
+    m = torch.maximum(m0, m1)
+    w0, w1 = torch.exp2(m0 - m), torch.exp2(m1 - m)  # w0 = 0 while nothing is done (m0 = -inf)
+    merged = (m, l0 * w0 + l1 * w1, a0 * w0.unsqueeze(-1) + a1 * w1.unsqueeze(-1))
+    return tuple(torch.where(rows if x.dim() == rows.dim() else rows.unsqueeze(-1), y, x)
+                 for x, y in zip(done, merged))
+
+
+def _fp8_attention(q, k, v, scale, direct_p, headroom=None, segments=None):
     """headroom (direct-p, log2 units): the row reference of `headroom_codes` (direct-p's:
-    DIRECT_P_HEADROOM / 8); None = the running row max (fp8's)."""
+    DIRECT_P_HEADROOM / 8); None = the running row max (fp8's). segments: see `attention`."""
     if headroom is not None and not direct_p:
         raise ValueError("headroom applies to direct-p only")
+    if segments is not None:
+        _check_segments(segments, q.shape[0], q.shape[2], q.shape[1], k.shape[1])
     ops = quantize_fp8(q, k, v)
     c = log2_scale(scale)
     check_score_range("direct-p" if direct_p else "fp8", c, _heads_first(ops.q8), ops.q_scale.transpose(1, 2),
@@ -279,13 +311,27 @@ def _fp8_attention(q, k, v, scale, direct_p, headroom=None):
     # Scale products are exact (powers of two) except for the one rounding through c.
     q_row_scale = ops.q_scale.repeat_interleave(QK_SCALE_BLOCK, dim=1)[:, :sq].transpose(1, 2) * c
     k_tile_scale = ops.k_scale.transpose(1, 2)  # (B, H, ntiles): K-scale blocks are key tiles
+    key_tiles = -(-skv // TILE_N)
     outs, lses = [], []
     for rows in _query_chunks(sq):
         qs = q8[:, :, rows]
         m = torch.full((b, h, qs.shape[2]), -math.inf, device=q8.device)
         l = torch.zeros_like(m)
         acc = torch.zeros(b, h, qs.shape[2], v8.shape[-1], device=q8.device)
+        if segments is not None:
+            # each row's segment count, and the segments finished so far (none: m = -inf)
+            kseg = segments.to(q8.device)[:, :, rows]
+            done = (m.clone(), l.clone(), acc.clone())
         for tile, start in enumerate(range(0, skv, TILE_N)):
+            if segments is not None and tile:
+                # segment s of k holds key tiles [s n // k, (s + 1) n // k): a row whose segment
+                # changes here banks its state and starts the next segment afresh
+                starts = ((tile + 1) * kseg - 1) // key_tiles != (tile * kseg - 1) // key_tiles
+                if starts.any():
+                    done = _merge_segment(done, (m, l, acc), starts)
+                    m = torch.where(starts, -math.inf, m)
+                    l = torch.where(starts, 0.0, l)
+                    acc = torch.where(starts.unsqueeze(-1), 0.0, acc)
             keys = slice(start, min(start + TILE_N, skv))
             qk = q_row_scale[:, :, rows] * k_tile_scale[:, :, tile : tile + 1]
             s_raw = torch.matmul(qs, k8[:, :, keys].transpose(-1, -2))
@@ -310,6 +356,8 @@ def _fp8_attention(q, k, v, scale, direct_p, headroom=None):
             acc = acc * alpha.unsqueeze(-1) + torch.matmul(p_mma, v8[:, :, keys])
             l = l * alpha + p_sum
             m = m_new
+        if segments is not None:
+            m, l, acc = _merge_segment(done, (m, l, acc), torch.ones_like(m, dtype=torch.bool))
         outs.append(acc * ops.v_scale.unsqueeze(2) / l.unsqueeze(-1))
         # z is in log2 units; l carries P's 256 in both modes (P ~ 256 * 2^(z - m)). Smoothing K shifted
         # each row's scores by q . mean_k: add it back so LSEs of different key chunks compare

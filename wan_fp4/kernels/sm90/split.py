@@ -1,0 +1,97 @@
+"""The sm90 kernel's tail split (config option `split_tail`, docs/SM90_GEN2.md item 29): where a
+launch's last partial wave of CTAs is spread over the idle SMs by splitting those query tiles'
+keys into segments, each segment a CTA of its own whose partial (m, l, acc) the last of them to
+finish merges.
+
+A launch has one CTA per 128-row query tile (a pair with cluster 2), ordered query tile fastest,
+then head, then batch element. With C CTAs, the last C mod W of them form a partial wave that
+leaves SMs idle; each of those tiles is split into k = min(W // (C mod W), key tiles) segments
+of contiguous key tiles (segment s: tiles [s n // k, (s + 1) n // k) of n), so the partial wave
+fills about a whole wave with shorter CTAs. W is fixed at 132 (H100/H200 SXM: one CTA per SM),
+not read off the device, so the split, and with it every output bit, depends on the shape alone.
+
+The numerics follow: a split row runs its mode's rule per segment from a fresh state, and the
+segments merge in FP32 (reference.attention's `segments`, docs/NUMERICS.md "Keys in segments").
+Torch is imported only by the functions that make tensors.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ...modes import TILE_M, TILE_N
+
+SPLIT_WAVE = 132  # CTAs in a wave of the plan: H100/H200 SXM's SM count (one CTA per SM)
+
+
+class SplitPlan(NamedTuple):
+    """One launch's plan: `ctas` query-tile CTAs (`tiles_m` per head, a multiple of the cluster);
+    the last `split` of them split into `segments` CTAs each; `grid` CTAs in all."""
+
+    ctas: int
+    tiles_m: int
+    split: int
+    segments: int
+
+    @property
+    def grid(self) -> int:
+        return self.ctas - self.split + self.split * self.segments
+
+
+def tail_split(ctas: int, key_tiles: int, wave: int = SPLIT_WAVE) -> tuple[int, int]:
+    """(split, segments) for `ctas` CTAs of `key_tiles` key tiles each: (0, 1) when the last wave
+    is whole or too full to split (segments < 2) or a tile has one key tile."""
+    if ctas < 1 or key_tiles < 1:
+        raise ValueError(f"ctas and key_tiles must be positive, got {ctas} and {key_tiles}")
+    rem = ctas % wave
+    if rem == 0:
+        return 0, 1
+    segments = min(wave // rem, key_tiles)
+    return (rem, segments) if segments >= 2 else (0, 1)
+
+
+def plan(b: int, h: int, s_q: int, s_kv: int, cluster: int = 1) -> SplitPlan:
+    """The tail split of a launch of the sm90 kernel (128-row query tiles, `cluster` CTAs per
+    cluster along them)."""
+    tiles_m = -(-s_q // TILE_M)
+    tiles_m = -(-tiles_m // cluster) * cluster
+    ctas = tiles_m * h * b
+    split, segments = tail_split(ctas, -(-s_kv // TILE_N))
+    # the split tiles start on a cluster boundary (ctas and SPLIT_WAVE are multiples of it), so a
+    # cluster's CTAs are the same segment of neighbouring tiles
+    assert split % cluster == 0, (split, cluster)
+    return SplitPlan(ctas, tiles_m, split, segments)
+
+
+def cta_work(lin, n_full, segments, tiles_m, h, key_tiles, cluster: int, as_int=int):
+    """The work of CTA `lin` of a split launch (the kernel calls this with its Int32 values and
+    as_int=Int32; the tests with Python ints): (m_blk, head, batch, split, seg, ks, t0, count), its
+    query tile, head and batch element, its place among the split tiles (its tile - n_full,
+    negative for a whole tile), its segment of ks (0 of 1 for a whole tile) and its key tiles
+    [t0, t0 + count). CTAs below n_full (= ctas - split) are whole tiles in order (query tile
+    fastest, then head, then batch element); then each split tile's `segments` CTAs, a cluster's
+    CTAs the same segment of neighbouring tiles (their K/V loads are shared). Branch-free, so the
+    same arithmetic runs in both (a whole tile's terms are multiplied by 0; j >= 0 otherwise)."""
+    tail = as_int(lin >= n_full)
+    j = lin - n_full
+    ks = 1 + tail * (segments - 1)
+    seg = tail * ((j // cluster) % segments)
+    tile = lin + tail * (j // (cluster * segments) * cluster + j % cluster - j)
+    t0 = seg * key_tiles // ks
+    return (tile % tiles_m, (tile // tiles_m) % h, tile // (tiles_m * h), tile - n_full, seg, ks, t0,
+            (seg + 1) * key_tiles // ks - t0)
+
+
+def key_range(segment: int, segments: int, key_tiles: int) -> tuple[int, int]:
+    """The key tiles [start, stop) of a split tile's segment."""
+    return segment * key_tiles // segments, (segment + 1) * key_tiles // segments
+
+
+def row_segments(b: int, h: int, s_q: int, s_kv: int, cluster: int = 1, device=None):
+    """Segments per (batch, head, query row) under the plan, (B, H, S_q) int64: what
+    reference.attention's `segments` takes to follow the split kernel."""
+    import torch
+
+    p = plan(b, h, s_q, s_kv, cluster)
+    lin = torch.arange(p.ctas, device=device).view(b, h, p.tiles_m)
+    per_tile = torch.where(lin >= p.ctas - p.split, p.segments, 1)
+    return per_tile.repeat_interleave(TILE_M, dim=2)[:, :, :s_q]
