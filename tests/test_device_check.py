@@ -218,6 +218,30 @@ def test_non_finite_input_cases_pass_only_when_the_kernel_path_raises(monkeypatc
     assert {r["status"] for r in rows} == ({"FAIL"} if skip_check else {"ok"}), [r.get("detail") for r in rows]
 
 
+def test_a_split_tail_config_is_checked_against_the_reference_in_the_kernels_segments():
+    """check --configs '[{"split_tail": true}]': the sm90 cases' reference splits the rows the
+    plan splits (kernels/sm90/split.py), also when the case checks a subset of the rows."""
+    from wan_fp4 import reference
+    from wan_fp4.kernels.sm90.split import row_segments
+
+    g = torch.Generator().manual_seed(8)
+    q, k, v = (torch.randn(1, 1000, 3, 64, generator=g).to(torch.bfloat16) for _ in range(3))
+    cases = [c for c in D.cases("full", ["sm90-cute"], configs=[{"split_tail": True}])
+             if c.probe == "attention" and (c.options.get("config") or {}).get("split_tail")]
+    assert {c.mode for c in cases} == {"direct-p", "fp8"}
+    for mode in ("direct-p", "fp8"):
+        case = next(c for c in cases if c.mode == mode)
+        seg = row_segments(1, 3, 1000, 1000)  # D64: no clusters; 24 CTAs, each split in 5 (132 // 24)
+        assert bool((seg == 5).all())
+        out, lse = D.case_reference(q, k, v, case)
+        want, want_lse = reference.attention(q, k, v, mode, return_lse=True, segments=seg)
+        assert torch.equal(out, want) and torch.equal(lse, want_lse)
+        assert not torch.equal(out, reference.attention(q, k, v, mode))
+        rows = torch.arange(872, 1000)
+        part = D.case_reference(q[:, rows], k, v, case, rows=rows, s_q=1000)[0]
+        assert torch.equal(part, want[:, rows])
+
+
 def test_a_headroom_config_is_checked_against_the_reference_under_its_rule():
     """check --configs '[{"headroom": 16}]': the sm90 cases compare with reference.direct_p_headroom
     (2 log2 units), the others with the mode's reference."""

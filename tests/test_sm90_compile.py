@@ -766,3 +766,65 @@ def test_headroom_option_checks_with_hmnmx2_and_a_vote_and_is_refused_where_it_d
         kw = {"mode": "direct-p", "f16_bytes": True, **bad}
         with pytest.raises(ValueError, match=match):
             Sm90Attention(kw.pop("mode"), 128, **kw)
+
+
+def test_split_tail_is_refused_outside_the_overlapped_two_group_schedule():
+    from wan_fp4.kernels.sm90.kernel import Sm90Attention
+
+    assert sm90.DEFAULT_CONFIG["split_tail"] is False
+    for bad in (dict(sm90.THREE_WG), {"overlap": False, "fold": 1, "intra": False, "headroom": 0}, {"n_wg": 1}):
+        with pytest.raises(ValueError, match="split_tail needs the overlapped schedule"):
+            Sm90Attention("direct-p", 128, **{**sm90.default_config("direct-p", 128), **bad, "split_tail": True})
+
+
+@pytest.mark.parametrize("mode", ["direct-p", "fp8"])
+@pytest.mark.parametrize("head_dim", [128, 64])
+def test_split_tail_merges_through_a_ticket_and_l2(mode, head_dim):
+    """split_tail: a 1-D grid (the plan's CTA order), each split segment's partial state stored,
+    a gpu-scope acq_rel ticket (atom.add) after a gpu fence, the merger reading the slots through
+    L2 (ld.global.cg); nothing spills."""
+    ptx = ptx_of(compile_kernel(mode, head_dim, split_tail=True, options=KEEP))
+    plain = ptx_of(compile_kernel(mode, head_dim, options=KEEP))
+    # atom's scope is .gpu unless it says otherwise
+    assert re.search(r"atom\.global\.acq_rel(\.gpu)?\.add\.[su]32", ptx), "the ticket"
+    assert "fence.acq_rel.gpu" in ptx and "ld.global.cg.b32" in ptx
+    assert not re.search(r"\b(ld|st)\.local", ptx)
+    assert "%ctaid.y" not in ptx and "%ctaid.z" not in ptx  # one grid dimension
+    assert "atom" not in plain and "%ctaid.z" in plain
+
+
+@pytest.mark.parametrize("mode", ["direct-p", "fp8"])
+def test_split_tail_keeps_the_main_loop(mode):
+    """The CTA's work is decoded once and again after the loop (a volatile %ctaid.x read), so the
+    main loop keeps the default's instructions per key tile within 1%."""
+    from wan_fp4.eval.sass_profile import find_cuobjdump, profile
+
+    if find_cuobjdump() is None:
+        pytest.skip("no cuobjdump (CUDA toolkit or triton) to disassemble the cubin")
+    base = profile(mode, 128)["loop"].steady_counts
+    split = profile(mode, 128, split_tail=True)["loop"].steady_counts
+    assert split["wgmma"] == base["wgmma"]
+    assert sum(split.values()) <= 1.01 * sum(base.values()), (sum(split.values()), sum(base.values()))
+
+
+def test_launch_splits_only_when_the_plan_does(monkeypatch):
+    """host.launch with split_tail: the split kernel, the plan's (split, segments) and a workspace
+    when the last wave is split; the plain kernel (the same bits) when it is not."""
+    from wan_fp4.kernels import prepare
+    from wan_fp4.kernels.sm90 import aot, host
+    from wan_fp4.kernels.sm90.split import plan
+
+    calls = []
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: type("S", (), {"cuda_stream": 7})())
+    monkeypatch.setattr(aot.PREBUILT, "run_or_jit", lambda name, args, *a, **k: calls.append((name, args)))
+    for h, s, want_split in ((40, 1024, (56, 2)), (66, 256, None)):
+        q = torch.randn(1, s, h, 128, dtype=torch.bfloat16)
+        ops = prepare.prepare_fp8(q, q, q, backend="torch", **sm90.layout.v_layout_args("direct-p"))
+        sm90.launch(ops, "direct-p", 128, config={"split_tail": True})
+        name, args = calls[-1]
+        assert args[14:16] == (want_split or (0, 1))  # after 10 pointers and b, h, s_q, s_kv
+        if want_split:
+            assert name == aot.kernel_name("direct-p", 128, {"split_tail": True})
+            assert host.split_workspace(plan(1, h, s, s), 128, "direct-p") == 56 * 2 * 2 * 128 * (68 + 4)
+        else:
+            assert name == aot.kernel_name("direct-p", 128)

@@ -226,7 +226,7 @@ def probe_attention(case, ctx):
     idx = _rows(case, ctx.device)
     pick = (lambda t, dim: t) if idx is None else (lambda t, dim: t.index_select(dim, idx))
     qr, o, lo = pick(q, 1), pick(out, 1), pick(lse, 2)
-    ref, ref_lse = case_reference(qr, k, v, case)
+    ref, ref_lse = case_reference(qr, k, v, case, rows=idx, s_q=q.shape[1])
     exact = reference.attention(qr.float(), k.float(), v.float(), "bf16")
     finite = torch.isfinite(ref_lse)
     mx, ref_max = max_abs(o, ref), ref.double().abs().max().item()
@@ -245,14 +245,26 @@ def probe_attention(case, ctx):
     return m, detail
 
 
-def case_reference(q, k, v, case):
+def case_reference(q, k, v, case, rows=None, s_q=None):
     """(out, LSE) of the reference the case's kernel follows: the mode's, or for an sm90 config
     with another `headroom` (codes; 8 per log2 unit; 0 = the running max) the direct-p reference
-    under that row reference."""
-    codes = (case.options.get("config") or {}).get("headroom", DIRECT_P_HEADROOM)
+    under that row reference, and for one with `split_tail` with the split rows' keys in the
+    kernel's segments (kernels/sm90/split.py). rows: the query rows q holds of the call's s_q
+    (None: all)."""
+    config = case.options.get("config") or {}
+    segments = None
+    if case.kernel == "sm90-cute" and config.get("split_tail"):
+        from ..kernels.sm90 import default_config
+        from ..kernels.sm90.split import row_segments
+
+        b, _, h, d = q.shape
+        s_q = q.shape[1] if s_q is None else s_q
+        segments = row_segments(b, h, s_q, k.shape[1], default_config(case.mode, d, config)["cluster"])
+        segments = segments if rows is None else segments[:, :, rows.cpu()]
+    codes = config.get("headroom", DIRECT_P_HEADROOM)
     if case.mode != "direct-p" or codes == DIRECT_P_HEADROOM:
-        return reference.attention(q, k, v, case.mode, fp4=case.fp4, return_lse=True)
-    return reference.direct_p_headroom(q, k, v, codes / DIRECT_P_SLOPE if codes else None)
+        return reference.attention(q, k, v, case.mode, fp4=case.fp4, return_lse=True, segments=segments)
+    return reference.direct_p_headroom(q, k, v, codes / DIRECT_P_SLOPE if codes else None, segments=segments)
 
 
 def _outcome(fn):

@@ -4,7 +4,7 @@ JIT fallback). The launch options they are named by live in config.py.
 
 Artifacts: wan_fp4/kernels/prebuilt/sm90a/ (scripts/build_prebuilt.py --only sm90), one kernel per
 (mode, D) with its default_config, keyed by the hash of kernel.py, ptx.py, compile.py, config.py,
-layout.py and the constants kernel.py imports from wan_fp4.modes.
+layout.py, split.py and the constants kernel.py imports from wan_fp4.modes.
 Other configs get their own names (kernel_name), so experiments can be built ahead of time too
 (build_prebuilt.py --sm90-config ... --out DIR) and loaded from another folder.
 WAN_FP4_SM90_PREBUILT=0 (or WAN_FP4_PREBUILT=0) disables the prebuilt path.
@@ -18,12 +18,15 @@ from .config import default_config
 
 PKG = Path(__file__).resolve().parent
 # the sources whose change invalidates a prebuilt kernel
-SOURCES = ("kernel.py", "ptx.py", "compile.py", "layout.py", "config.py")  # config.py: the defaults baked in
-# the wrapper's parameters as host.launch passes them: q, k, vt, o, lse, sq, sk, sv; b, h, s_q, s_kv; c; stream
-SIGNATURE = ("void*",) * 8 + ("int32_t",) * 4 + ("float", "stream")
-# the wan_fp4.modes constants kernel.py bakes into the cubin are part of the key
+# config.py: the defaults baked in; split.py: the split CTAs' work (cta_work), traced into the kernel
+SOURCES = ("kernel.py", "ptx.py", "compile.py", "layout.py", "config.py", "split.py")
+# the wrapper's parameters as host.launch passes them: q, k, vt, o, lse, sq, sk, sv, split workspace,
+# tickets; b, h, s_q, s_kv, split, segments; c; stream
+SIGNATURE = ("void*",) * 10 + ("int32_t",) * 6 + ("float", "stream")
+# the wan_fp4.modes constants kernel.py and split.py bake into the cubin are part of the key
 PREBUILT = Prebuilt(arch="sm90a", gpu_arch="sm_90a", family="sm90", src_dir=PKG, sources=SOURCES,
-                    extra_key=modes_key("DIRECT_P_HEADROOM", "DIRECT_P_ONE", "DIRECT_P_SLOPE", "DIRECT_P_TOP", "LOG2_P_SCALE", "LN2", "TILE_N"),
+                    extra_key=modes_key("DIRECT_P_HEADROOM", "DIRECT_P_ONE", "DIRECT_P_SLOPE", "DIRECT_P_TOP",
+                                        "LOG2_P_SCALE", "LN2", "TILE_M", "TILE_N"),
                     signature=SIGNATURE)
 
 

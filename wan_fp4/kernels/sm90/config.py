@@ -9,7 +9,7 @@ from ...modes import DIRECT_P_HEADROOM
 # Wan shapes, with the error against exact attention unchanged.
 DEFAULT_CONFIG = {"n_wg": 2, "stages": 2, "overlap": True, "fold": 4, "intra": True, "f16_bytes": False,
                   "p_smem": False, "cluster": 1, "headroom": 0, "pingpong": 0,
-                  "sum_tree": False}
+                  "sum_tree": False, "split_tail": False}
 # Per-mode changes: direct-p makes its P bytes through f16 (1.75 instead of 2.75 instructions per
 # score; docs/SM90_GEN2.md item 1), bit-identical and 4-5% faster at the Wan shapes; and its codes
 # with the row reference held (headroom, item 12: no row max per tile; 0 = the running max).

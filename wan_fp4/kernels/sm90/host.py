@@ -50,6 +50,7 @@ def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, 
     from ...reference import log2_scale
     from .compile import compile_kernel, runtime_args
     from .layout import sm90_v_layout, v_layout_args
+    from .split import plan
 
     cfg = default_config(mode, head_dim, config)
     b, h, _, d = ops.q8.shape
@@ -72,8 +73,22 @@ def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, 
             raise ValueError(f"sm90 kernel operand {name} must start on a 16-byte boundary, got address "
                              f"{t.data_ptr():#x} (a view at an offset into a larger tensor?)")
     c = log2_scale(default_scale(head_dim) if scale is None else float(scale))
-    sizes = (b, h, ops.seq_q, ops.seq_kv)
     raw_stream = torch.cuda.current_stream(ops.q8.device).cuda_stream
+    split, segments, part, tickets = 0, 1, lse, lse  # unused without split_tail
+    if cfg["split_tail"]:
+        p = plan(b, h, ops.seq_q, ops.seq_kv, cfg["cluster"])
+        if p.split:
+            split, segments = p.split, p.segments
+            # zero for this call alone: a buffer kept between calls would be shared by graphs
+            # captured on one stream and replayed concurrently on others (one memset per call)
+            tickets = torch.zeros(split * cfg["n_wg"], dtype=torch.int32, device=ops.q8.device)
+            part = torch.empty(split_workspace(p, head_dim, mode, cfg["n_wg"]), dtype=torch.float32,
+                               device=ops.q8.device)
+        else:
+            # nothing to split: the kernel without the option (the same bits, and no decode)
+            cfg = {**cfg, "split_tail": False}
+    tensors += (part, tickets)
+    sizes = (b, h, ops.seq_q, ops.seq_kv, split, segments)
 
     def jit():
         import cuda.bindings.driver as cuda
@@ -84,3 +99,12 @@ def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, 
     PREBUILT.run_or_jit(kernel_name(mode, head_dim, cfg), (*(t.data_ptr() for t in tensors), *sizes, c, raw_stream),
                         ops.q8.device, jit, prebuilt, f" for mode={mode!r} D={head_dim} config={cfg}")
     return out, lse
+
+
+def split_workspace(p, head_dim: int, mode: str, n_wg: int = 2) -> int:
+    """FP32 words of split_tail's partial states for plan p: per split tile, segment and consumer
+    warp group, each thread's output accumulator (D / 2 values, direct-p's ones column included),
+    row references and sums (2 + 2)."""
+    dv = head_dim + 8 if mode == "direct-p" else head_dim
+    return p.split * p.segments * n_wg * 128 * (dv // 2 + 4)
+

@@ -47,9 +47,10 @@ from cutlass import Float32, Int32, const_expr
 from cutlass.cute.nvgpu import cpasync, warpgroup
 
 from ...modes import DIRECT_P_ONE, DIRECT_P_SLOPE, DIRECT_P_TOP, LN2, LOG2_P_SCALE, TILE_N
-from .ptx import (add_f16x2, cvt_bf16x2, cvt_f16x2_relu, ex2_approx, f16x2_max_f32, f16x2_splat, fma_f32,
-                  fma_sat_f32, lg2_approx, low_bytes_of_halves, max_f16x2, mul_f32, pack_e4m3x4,
-                  pack_f16_low_bytes, pack_low_bytes)
+from .ptx import (add_f16x2, cta_index_x_again, cvt_bf16x2, cvt_f16x2_relu, ex2_approx, f16x2_max_f32,
+                  f16x2_splat, fma_f32, fma_sat_f32, lg2_approx, low_bytes_of_halves, max_f16x2, mul_f32,
+                  pack_e4m3x4, pack_f16_low_bytes, pack_low_bytes)
+from .split import cta_work
 
 F8 = cutlass.Float8E4M3FN
 WG_M = 64  # query rows per consumer warp group
@@ -115,7 +116,8 @@ class Regs(NamedTuple):
 class Sm90Attention:
     def __init__(self, mode: str, head_dim: int, n_wg: int = 2, stages: int = 2, overlap: bool = True,
                  pingpong: int = 0, fold: int = 1, intra: bool = False, f16_bytes: bool = False,
-                 p_smem: bool = False, cluster: int = 1, headroom: int = 0, sum_tree: bool = False):
+                 p_smem: bool = False, cluster: int = 1, headroom: int = 0, sum_tree: bool = False,
+                 split_tail: bool = False):
         if mode not in ("direct-p", "fp8"):
             raise ValueError(f"mode must be 'direct-p' or 'fp8', got {mode!r}")
         if head_dim not in (64, 128):
@@ -200,6 +202,12 @@ class Sm90Attention:
         if sum_tree and self.direct:
             raise ValueError(f"sum_tree applies to mode 'fp8' only, got mode {mode!r}")
         self.sum_tree = bool(sum_tree)  # fp8's row sum per tile as a balanced tree, not a chain
+        # split_tail: the last partial wave's query tiles split along the keys (split.py), each
+        # segment a CTA; the overlapped schedule's 128-row tiles only (the reference's query tile)
+        if split_tail and (n_wg != 2 or not overlap or p_smem):
+            raise ValueError(f"split_tail needs the overlapped schedule of two consumer warp groups (n_wg=2, "
+                             f"overlap=True, no p_smem), got n_wg={n_wg} overlap={overlap} p_smem={p_smem}")
+        self.split_tail = bool(split_tail)
         self.p_smem = bool(p_smem)
         self.p_buffers = fold * n_wg  # p_smem: P tiles in shared memory
         self.o_row_words = head_dim // 2 + O_ROW_PAD_WORDS  # a staged output row: BF16 pairs, then padding
@@ -213,11 +221,16 @@ class Sm90Attention:
         self,
         p_q: cute.Pointer, p_k: cute.Pointer, p_vt: cute.Pointer, p_o: cute.Pointer,
         p_lse: cute.Pointer, p_sq: cute.Pointer, p_sk: cute.Pointer, p_sv: cute.Pointer,
-        b: Int32, h: Int32, s_q: Int32, s_kv: Int32, c: Float32, stream: cuda.CUstream,
+        p_part: cute.Pointer, p_ticket: cute.Pointer,
+        b: Int32, h: Int32, s_q: Int32, s_kv: Int32, split: Int32, segments: Int32, c: Float32,
+        stream: cuda.CUstream,
     ):
         """Operands in prepare.py's layout (each (b, h) slice contiguous, S padded to 128):
         q8 (B,H,Sq_pad,D), k8 (B,H,Skv_pad,D), v8t (B,H,Dv,Skv_pad) keys permuted by layout.SIGMA,
-        scales (B,H,blocks) and (B,H,D); outputs O (B,Sq,H,D) BF16 and LSE (B,H,Sq) FP32."""
+        scales (B,H,blocks) and (B,H,D); outputs O (B,Sq,H,D) BF16 and LSE (B,H,Sq) FP32.
+        split_tail: the plan's split and segments (split.py), the split CTAs' partial states
+        (FP32, host.split_workspace floats) and one ticket per split tile and consumer warp group
+        (Int32, zero before the launch); otherwise unused."""
         d, dv = self.d, self.dv
         n_qb = (s_q + 127) // 128
         n_kb = (s_kv + 127) // 128
@@ -268,10 +281,16 @@ class Sm90Attention:
         # the query tiles rounded up to whole clusters: a CTA past the last tile loads zeros as Q
         # (TMA fills out-of-bounds rows), takes its part in the K/V loads and stores nothing
         n_mb = (s_q + self.tile_m - 1) // self.tile_m
-        grid = ((n_mb + self.cluster - 1) // self.cluster * self.cluster, h, b)
+        tiles_m = (n_mb + self.cluster - 1) // self.cluster * self.cluster
+        grid = (tiles_m, h, b)
+        n_full = tiles_m * h * b - split  # the CTAs of whole query tiles (split_tail)
+        if const_expr(self.split_tail):
+            # one dimension: CTA i < n_full is tile i (query tile fastest, then head, then batch),
+            # then `segments` CTAs per split tile (see kernel)
+            grid = (n_full + split * segments, 1, 1)
         launch = self.kernel(
             mma_qk, mma_pv, tma_q, tQ, tma_k, tK, tma_v, tV, mO, mL, mSq, mSk, mSv,
-            sQ_layout, sK_layout, sV_layout, s_q, s_kv, c,
+            sQ_layout, sK_layout, sV_layout, s_q, s_kv, c, p_part, p_ticket, tiles_m, h, n_full, segments,
         )
         if const_expr(self.cluster == 1):
             launch.launch(grid=grid, block=[self.threads, 1, 1], stream=stream, min_blocks_per_mp=1)
@@ -293,6 +312,8 @@ class Sm90Attention:
             "sV": cute.struct.Align[cute.struct.MemRange[F8, v_bytes], 1024],
             "sO": cute.struct.Align[cute.struct.MemRange[Int32, self.n_wg * WG_M * self.o_row_words], 128],
         }
+        if self.split_tail:
+            fields["ticket"] = cute.struct.MemRange[Int32, self.n_wg]  # a warp group's ticket, shared
         if self.p_smem:
             fields["sP"] = cute.struct.Align[cute.struct.MemRange[F8, WG_M * TILE_N * self.p_buffers], 1024]
         return cute.struct(type("Storage", (), {"__annotations__": fields}))
@@ -305,13 +326,20 @@ class Sm90Attention:
         tma_v: cute.CopyAtom, tV: cute.Tensor,
         mO: cute.Tensor, mL: cute.Tensor, mSq: cute.Tensor, mSk: cute.Tensor, mSv: cute.Tensor,
         sQ_layout: cute.ComposedLayout, sK_layout: cute.ComposedLayout, sV_layout: cute.ComposedLayout,
-        s_q: Int32, s_kv: Int32, c: Float32,
+        s_q: Int32, s_kv: Int32, c: Float32, p_part: cute.Pointer, p_ticket: cute.Pointer,
+        tiles_m: Int32, h: Int32, n_full: Int32, segments: Int32,
     ):
         tidx, _, _ = cute.arch.thread_idx()
-        m_blk, hh, bb = cute.arch.block_idx()
         warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         wg = warp // 4
         n_tiles = (s_kv + TILE_N - 1) // TILE_N
+        t0, count, plan = 0, n_tiles, None
+        if const_expr(self.split_tail):
+            plan = (n_full, segments, tiles_m, h, n_tiles)
+            lin, _, _ = cute.arch.block_idx()
+            m_blk, hh, bb, _, _, _, t0, count = cta_work(lin, *plan, self.cluster, Int32)
+        else:
+            m_blk, hh, bb = cute.arch.block_idx()
 
         smem = cutlass.memory.SmemAllocator()
         st = smem.allocate(self.storage)
@@ -384,31 +412,33 @@ class Sm90Attention:
                 for w in cutlass.range_constexpr(self.n_wg):
                     cute.copy(tma_q, tQg[None, m_blk * self.n_wg + w], tQs[None, w], tma_bar_ptr=hq.barrier)
                 if const_expr(self.cluster == 1):
-                    for n in cutlass.range(n_tiles, unroll=1):
+                    for n in cutlass.range(count, unroll=1):
                         hk = prod_k.acquire_and_advance()
-                        cute.copy(tma_k, tKg[None, n], tKs[None, hk.index], tma_bar_ptr=hk.barrier)
+                        cute.copy(tma_k, tKg[None, t0 + n], tKs[None, hk.index], tma_bar_ptr=hk.barrier)
                         hv = prod_v.acquire_and_advance()
-                        cute.copy(tma_v, tVg[None, n], tVs[None, hv.index], tma_bar_ptr=hv.barrier)
+                        cute.copy(tma_v, tVg[None, t0 + n], tVs[None, hv.index], tma_bar_ptr=hv.barrier)
                 else:
                     # every CTA expects each whole tile on its own barrier; CTA n % cluster loads
                     # K tile n into all of them, CTA (n + 1) % cluster V^T tile n (the issue
                     # work spread evenly)
                     rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
                     everyone = cutlass.Int16((1 << self.cluster) - 1)
-                    for n in cutlass.range(n_tiles, unroll=1):
+                    for n in cutlass.range(count, unroll=1):
                         hk = prod_k.acquire_and_advance()
                         if n % self.cluster == rank:
-                            cute.copy(tma_k, tKg[None, n], tKs[None, hk.index], tma_bar_ptr=hk.barrier,
+                            cute.copy(tma_k, tKg[None, t0 + n], tKs[None, hk.index], tma_bar_ptr=hk.barrier,
                                       mcast_mask=everyone)
                         hv = prod_v.acquire_and_advance()
                         if (n + 1) % self.cluster == rank:
-                            cute.copy(tma_v, tVg[None, n], tVs[None, hv.index], tma_bar_ptr=hv.barrier,
+                            cute.copy(tma_v, tVg[None, t0 + n], tVs[None, hv.index], tma_bar_ptr=hv.barrier,
                                       mcast_mask=everyone)
         else:
             cute.arch.setmaxregister_increase(self.consumer_regs)
+            sTk = st.ticket.get_tensor(cute.make_layout((self.n_wg,))) if const_expr(self.split_tail) else None
             self.consume(
                 mma_qk, mma_pv, sQ, sK, sV, cons_q, cons_k, cons_v, mO, mL, mSq, mSk, mSv,
                 s_q, s_kv, c, n_tiles, m_blk, hh, bb, wg - 1, tidx % 128, sP, sO,
+                t0, count, (p_part, p_ticket, sTk, plan),
             )
         if const_expr(self.cluster > 1):
             # no CTA leaves while its peer may still release a stage to its barriers
@@ -418,8 +448,11 @@ class Sm90Attention:
     @cute.jit
     def consume(
         self, mma_qk, mma_pv, sQ, sK, sV, cons_q, cons_k, cons_v, mO, mL, mSq, mSk, mSv,
-        s_q, s_kv, c, n_tiles, m_blk, hh, bb, wgc, t128, sP, sO,
+        s_q, s_kv, c, n_tiles, m_blk, hh, bb, wgc, t128, sP, sO, t0, count, tail_split,
     ):
+        """A consumer warp group's work: its 64 query rows over key tiles [t0, t0 + count) of
+        n_tiles, then their output (with split_tail, a split tile's segment first merges, see
+        merge_segments: tail_split = (p_part, p_ticket, sTk, the plan's arguments of split.cta_work))."""
         thr_qk = mma_qk.get_slice(t128)
         thr_pv = mma_pv.get_slice(t128)
         tSrQ = thr_qk.make_fragment_A(thr_qk.partition_A(sQ))  # (MMA, 1, KB, n_wg)
@@ -492,17 +525,23 @@ class Sm90Attention:
             warpgroup.wait_group(0)
             self.hand_over(wgc, True)
             hk.release()
+            if const_expr(self.split_tail):
+                # the segment's key tiles counted from its first, t0: the K scales, the key count
+                # and the last tile (the only one with keys past s_kv) as seen from there
+                mSk = cute.domain_offset((t0, (0, 0)), mSk)
+                n_tiles = n_tiles - t0
+                s_kv = s_kv - t0 * TILE_N
             self.softmax(regs, 0, n_tiles, s_kv, sqc * mSk[0, (hh, bb)], quad, True)
             self.merge(regs, False)
             args = (mma_qk, mma_pv, regs, wgc, n_tiles, s_kv, sqc, mSk, hh, bb, quad)
             # the loop's pipeline waits stay in this body (their state is loop-carried here)
-            for g in cutlass.range((n_tiles - 1) // self.group, unroll=1):
+            for g in cutlass.range((count - 1) // self.group, unroll=1):
                 for i in cutlass.range_constexpr(self.group):
                     hv = cons_v.wait_and_advance()
                     hk = cons_k.wait_and_advance()
                     self.step(*args, hv, hk, self.group * g + i, *self.fold_flags(i))
-            n0 = n_tiles - 1 - (n_tiles - 1) % self.group
-            self.tail(args, cons_v, cons_k, hk, n_tiles, n0, 0)
+            n0 = count - 1 - (count - 1) % self.group
+            self.tail(args, cons_v, cons_k, hk, count, n0, 0)
             self.end_turns(wgc)
         else:
             for n in cutlass.range(n_tiles, unroll=1):
@@ -518,7 +557,83 @@ class Sm90Attention:
                 hv.release()
                 self.promote(regs)
 
-        # ---------------- epilogue: O = acc * sv / l, BF16, rows past s_q clipped
+        if const_expr(self.split_tail):
+            # the CTA's work again from its index: kept from the start, it would hold uniform
+            # registers through the main loop (its wgmma descriptors then get rebuilt per tile)
+            p_part, p_ticket, sTk, plan = tail_split
+            m_blk, hh, bb, split, seg, ks, _, _ = cta_work(cta_index_x_again(), *plan, self.cluster, Int32)
+            row_wg = m_blk * self.tile_m + wgc * WG_M
+            last = cutlass.Boolean(True)
+            if ks > 1:
+                last = self.merge_segments(regs, wgc, t128, p_part, p_ticket, sTk, split, seg, ks)
+            if last:
+                self.store_output(regs, mO, mL, mSv, sO, s_q, hh, bb, wgc, t128, row_wg, r_loc)
+        else:
+            self.store_output(regs, mO, mL, mSv, sO, s_q, hh, bb, wgc, t128, row_wg, r_loc)
+
+    @cute.jit
+    def merge_segments(self, regs, wgc, t128, p_part, p_ticket, sTk, split, seg, ks):
+        """A split tile's segment: this warp group's partial state (acc_o, m_run, l_run) goes to
+        its slot of p_part; the segment whose ticket comes last merges all of them, in segment
+        order (so the bits do not depend on which came last): the rows' reference becomes the
+        largest segment's, each segment is rescaled to it (as a moved row max rescales) and summed
+        in FP32. Returns whether this warp group merged (then it stores the output). Each thread
+        keeps its own registers' slots: the merge is per thread, the quad's l sum comes after."""
+        acc_o, m_run, l_run = regs.acc_o, regs.m_run, regs.l_run
+        n_acc = self.dv // 2  # acc_o's values per thread
+        words = (n_acc + 4) * 128  # a slot: acc_o, m_run, l_run of the warp group's 128 threads
+
+        first = (split * ks * self.n_wg + wgc) * words + t128  # segment 0's slot
+        stride = self.n_wg * words  # from one segment's slot to the next
+        mine = first + seg * stride
+        for i in self.acc_indices():
+            cute.arch.store(p_part + (mine + i * 128), acc_o[i])
+        for hf in cutlass.range_constexpr(2):
+            cute.arch.store(p_part + (mine + (n_acc + hf) * 128), m_run[hf])
+            cute.arch.store(p_part + (mine + (n_acc + 2 + hf) * 128), l_run[hf])
+        # every thread's stores, then the warp group's ticket (the threadfence-reduction order)
+        cute.arch.fence_acq_rel_gpu()
+        cute.arch.barrier(barrier_id=O_BARRIER + wgc, number_of_threads=128)
+        ticket = p_ticket + (split * self.n_wg + wgc)
+        if t128 == 0:
+            sTk[wgc] = cute.arch.atomic_add(ticket, Int32(1), sem="acq_rel", scope="gpu")
+        cute.arch.barrier(barrier_id=O_BARRIER + wgc, number_of_threads=128)
+        last = sTk[wgc] == ks - 1
+        if last:
+            cute.arch.fence_acq_rel_gpu()
+            # the other CTAs' slots: through L2 (.cg), never this SM's L1
+            for hf in cutlass.range_constexpr(2):
+                m_run[hf] = -Float32.inf
+            for s in cutlass.range(ks, unroll=1):
+                for hf in cutlass.range_constexpr(2):
+                    m_s = cute.arch.load(p_part + (first + s * stride + (n_acc + hf) * 128), Float32, cop="cg")
+                    m_run[hf] = cute.arch.fmax(m_run[hf], m_s)
+            acc_o.fill(0.0)
+            l_run.fill(0.0)
+            for s in cutlass.range(ks, unroll=1):
+                base = first + s * stride
+                w = [ex2_approx(cute.arch.load(p_part + (base + (n_acc + hf) * 128), Float32, cop="cg") - m_run[hf])
+                     for hf in range(2)]
+                for hf in cutlass.range_constexpr(2):
+                    l_s = cute.arch.load(p_part + (base + (n_acc + 2 + hf) * 128), Float32, cop="cg")
+                    l_run[hf] = fma_f32(l_s, w[hf], l_run[hf])
+                for i in self.acc_indices():
+                    a_s = cute.arch.load(p_part + (base + i * 128), Float32, cop="cg")
+                    acc_o[i] = fma_f32(a_s, w[(i // 2) % 2], acc_o[i])
+        return last
+
+    def acc_indices(self):
+        """acc_o's flat register indices, in order (plain Python at trace time: the loops over
+        them unroll without a loop of D / 2 steps in the IR)."""
+        return range(self.dv // 2)
+
+    @cute.jit
+    def store_output(self, regs, mO, mL, mSv, sO, s_q, hh, bb, wgc, t128, row_wg, r_loc):
+        """The epilogue: O = acc * sv / l as BF16 into (B, S, H, D) and the LSE, rows past s_q
+        clipped."""
+        acc_o, l_run, m_run = regs.acc_o, regs.l_run, regs.m_run
+        lane = t128 % 32
+        quad = lane % 4
         # The V scales of this thread's columns, all loaded before the first store: a load after
         # a store waits for it (they might alias), which made the epilogue 64 serial round trips.
         sv = cute.make_rmem_tensor((self.d // 4,), Float32)
@@ -697,19 +812,19 @@ class Sm90Attention:
         return i % self.fold != 0, i % self.fold == self.fold - 1
 
     @cute.jit
-    def tail(self, args, cons_v, cons_k, hk, n_tiles, n0, i):
-        """The steps after the overlapped schedule's loop: tiles n0 .. n_tiles - 1, 1 to G of them
+    def tail(self, args, cons_v, cons_k, hk, count, n0, i):
+        """The steps after the overlapped schedule's loop: tiles n0 .. count - 1, 1 to G of them
         (G = max(fold, 2); n0 a multiple of G, so step n0 + i is at position i of its fold group).
         Nested on i (compile-time): step n0 + i is the last (no next K tile; its PV then folds)
         unless more tiles follow, so every step appears once and only the short last PV once per
-        remainder. More follow when r = n_tiles % G is 0 (G tiles left) or at least i + 2.
+        remainder. More follow when r = count % G is 0 (G tiles left) or at least i + 2.
         hk: the schedule's K handle, which a branch reassigns (so the branches carry it, as the
         loop does)."""
         if const_expr(i + 1 == self.group):
             hv = cons_v.wait_and_advance()
             self.step(*args, hv, None, n0 + i, self.fold_flags(i)[0], True)
         else:
-            r = n_tiles % self.group
+            r = count % self.group
             more = r == 0
             if const_expr(i + 2 < self.group):
                 more = more | (r >= i + 2)
@@ -717,7 +832,7 @@ class Sm90Attention:
                 hv = cons_v.wait_and_advance()
                 hk = cons_k.wait_and_advance()
                 self.step(*args, hv, hk, n0 + i, *self.fold_flags(i))
-                self.tail(args, cons_v, cons_k, hk, n_tiles, n0, i + 1)
+                self.tail(args, cons_v, cons_k, hk, count, n0, i + 1)
             else:
                 hv = cons_v.wait_and_advance()
                 self.step(*args, hv, None, n0 + i, self.fold_flags(i)[0], True)

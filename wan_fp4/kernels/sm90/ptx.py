@@ -157,3 +157,11 @@ def add_f16x2(a, b, *, relu=False, loc=None, ip=None) -> Int32:
             "mov.b32 one, 0x3C003C00;\n"
             f"fma.rn{'.relu' if relu else ''}.f16x2 $0, $1, one, $2; }}")
     return Int32(_asm(T.i32(), vals, text, "=r,r,r"))
+
+
+@dsl_user_op
+def cta_index_x_again(*, loc=None, ip=None) -> Int32:
+    """%ctaid.x read by a volatile mov: values derived from it are computed afresh here instead of
+    being kept live from an earlier read (which would hold registers through the main loop)."""
+    return Int32(llvm.inline_asm(T.i32(), [], "mov.u32 $0, %ctaid.x;", "=r", has_side_effects=True,
+                                 is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT))
