@@ -19,7 +19,7 @@ case "$1" in
 split)
   # correct first (every awkward shape; the plan splits most of them, with 1 to 11 segments)
   python3 -m wan_fp4.cli check --kernels sm90-cute --configs "[$SPLIT]" $P > $OUT/check_split.txt 2>&1
-  echo "check rc=$?"; grep -c " ok" $OUT/check_split.txt; grep -E "FAIL|ERROR" $OUT/check_split.txt | head -20
+  echo "check rc=$?"; tail -1 $OUT/check_split.txt; grep -E "^(FAIL|ERROR)" $OUT/check_split.txt | head -20
   date -u +%H:%M:%S
   # the kernel alone, paired with the default in rounds: fp8's short target (H12 S32760 splits its
   # last 36 tiles in thirds; H40 S32760 is not split: the plain kernel, a control)
