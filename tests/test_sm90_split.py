@@ -36,6 +36,17 @@ def test_plan_by_the_shape(b, h, s, cluster, want):
     assert p.segments <= -(-s // TILE_N)
 
 
+def test_no_split_past_the_one_dimensional_grid():
+    """A split launch's grid is 1-D with 32-bit index arithmetic: a launch of more CTAs stays whole
+    (65,535 batch elements of 4,096 heads, 9 query tiles each: 2.4 G CTAs)."""
+    from wan_fp4.kernels.sm90.split import tail_split
+
+    p = plan(65535, 4096, 1152, 1152)
+    assert tail_split(p.ctas, 9)[0] > 0  # it would split, but for the grid
+    assert p.ctas > 2**31 - 1 and (p.split, p.segments) == (0, 1)
+    assert plan(1000, 40, 1024, 1024).split > 0
+
+
 def test_tail_split_edges():
     assert tail_split(132, 10) == (0, 1)
     assert tail_split(133, 10) == (1, 10)  # one tile left over: split as far as its keys go

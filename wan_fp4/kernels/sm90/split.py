@@ -21,6 +21,9 @@ from typing import NamedTuple
 from ...modes import TILE_M, TILE_N
 
 SPLIT_WAVE = 132  # CTAs in a wave of the plan: H100/H200 SXM's SM count (one CTA per SM)
+# A split launch's grid is one-dimensional, and its CTA index arithmetic (cta_work) is 32-bit: no
+# plan splits a launch of more CTAs than that dimension takes.
+GRID_X_MAX = 2**31 - 1
 
 
 class SplitPlan(NamedTuple):
@@ -56,6 +59,8 @@ def plan(b: int, h: int, s_q: int, s_kv: int, cluster: int = 1) -> SplitPlan:
     tiles_m = -(-tiles_m // cluster) * cluster
     ctas = tiles_m * h * b
     split, segments = tail_split(ctas, -(-s_kv // TILE_N))
+    if ctas - split + split * segments > GRID_X_MAX:
+        split, segments = 0, 1
     # the split tiles start on a cluster boundary (ctas and SPLIT_WAVE are multiples of it), so a
     # cluster's CTAs are the same segment of neighbouring tiles
     assert split % cluster == 0, (split, cluster)
