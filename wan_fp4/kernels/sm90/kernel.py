@@ -575,11 +575,12 @@ class Sm90Attention:
     def merge_segments(self, regs, wgc, t128, p_part, p_ticket, sTk, split, seg, ks):
         """A split tile's segment: this warp group's partial state (acc_o, m_run, l_run) goes to
         its slot of p_part; the segment whose ticket comes last merges all of them, in segment
-        order (so the bits do not depend on which came last): the rows' reference becomes the
-        largest segment's, each segment is rescaled to it (as a moved row max rescales) and summed
-        in FP32. Returns whether this warp group merged (then it stores the output). Each thread
-        keeps its own registers' slots: the merge is per thread, the quad's l sum comes after."""
-        acc_o, m_run, l_run = regs.acc_o, regs.m_run, regs.l_run
+        order (so the bits do not depend on which came last; its own from its registers, which
+        hold what it stored): the rows' reference becomes the largest segment's, each segment is
+        rescaled to it (as a moved row max rescales) and summed in FP32. Returns whether this warp
+        group merged (then it stores the output). Each thread keeps its own registers' slots: the
+        merge is per thread, the quad's l sum comes after."""
+        acc_o, acc_t, m_run, l_run = regs.acc_o, regs.acc_t, regs.m_run, regs.l_run
         n_acc = self.dv // 2  # acc_o's values per thread
         words = (n_acc + 4) * 128  # a slot: acc_o, m_run, l_run of the warp group's 128 threads
 
@@ -590,7 +591,8 @@ class Sm90Attention:
             cute.arch.store(p_part + (mine + i * 128), acc_o[i])
         for hf in cutlass.range_constexpr(2):
             cute.arch.store(p_part + (mine + (n_acc + hf) * 128), m_run[hf])
-            cute.arch.store(p_part + (mine + (n_acc + 2 + hf) * 128), l_run[hf])
+            if const_expr(not self.direct):  # direct-p's l is accumulator column D
+                cute.arch.store(p_part + (mine + (n_acc + 2 + hf) * 128), l_run[hf])
         # every thread's stores, then the warp group's ticket (the threadfence-reduction order)
         cute.arch.fence_acq_rel_gpu()
         cute.arch.barrier(barrier_id=O_BARRIER + wgc, number_of_threads=128)
@@ -601,26 +603,42 @@ class Sm90Attention:
         last = sTk[wgc] == ks - 1
         if last:
             cute.arch.fence_acq_rel_gpu()
+            own_m = [m_run[hf] for hf in range(2)]
+            own_l = [l_run[hf] for hf in range(2)]
+            for i in self.acc_indices():
+                acc_t[i] = acc_o[i]  # acc_t is free after the main loop
             # the other CTAs' slots: through L2 (.cg), never this SM's L1
-            for hf in cutlass.range_constexpr(2):
-                m_run[hf] = -Float32.inf
             for s in cutlass.range(ks, unroll=1):
                 for hf in cutlass.range_constexpr(2):
                     m_s = cute.arch.load(p_part + (first + s * stride + (n_acc + hf) * 128), Float32, cop="cg")
                     m_run[hf] = cute.arch.fmax(m_run[hf], m_s)
             acc_o.fill(0.0)
             l_run.fill(0.0)
-            for s in cutlass.range(ks, unroll=1):
-                base = first + s * stride
-                w = [ex2_approx(cute.arch.load(p_part + (base + (n_acc + hf) * 128), Float32, cop="cg") - m_run[hf])
-                     for hf in range(2)]
-                for hf in cutlass.range_constexpr(2):
-                    l_s = cute.arch.load(p_part + (base + (n_acc + 2 + hf) * 128), Float32, cop="cg")
-                    l_run[hf] = fma_f32(l_s, w[hf], l_run[hf])
-                for i in self.acc_indices():
-                    a_s = cute.arch.load(p_part + (base + i * 128), Float32, cop="cg")
-                    acc_o[i] = fma_f32(a_s, w[(i // 2) % 2], acc_o[i])
+            for s in cutlass.range(seg, unroll=1):
+                self.add_stored_segment(regs, p_part, first + s * stride)
+            w = [ex2_approx(own_m[hf] - m_run[hf]) for hf in range(2)]
+            for hf in cutlass.range_constexpr(2):
+                l_run[hf] = fma_f32(own_l[hf], w[hf], l_run[hf])
+            for i in self.acc_indices():
+                acc_o[i] = fma_f32(acc_t[i], w[(i // 2) % 2], acc_o[i])
+            for s in cutlass.range(seg + 1, ks, unroll=1):
+                self.add_stored_segment(regs, p_part, first + s * stride)
         return last
+
+    @cute.jit
+    def add_stored_segment(self, regs, p_part, base):
+        """acc_o, l_run += a stored segment's, rescaled from its reference to m_run's."""
+        acc_o, m_run, l_run = regs.acc_o, regs.m_run, regs.l_run
+        n_acc = self.dv // 2
+        w = [ex2_approx(cute.arch.load(p_part + (base + (n_acc + hf) * 128), Float32, cop="cg") - m_run[hf])
+             for hf in range(2)]
+        if const_expr(not self.direct):
+            for hf in cutlass.range_constexpr(2):
+                l_s = cute.arch.load(p_part + (base + (n_acc + 2 + hf) * 128), Float32, cop="cg")
+                l_run[hf] = fma_f32(l_s, w[hf], l_run[hf])
+        for i in self.acc_indices():
+            a_s = cute.arch.load(p_part + (base + i * 128), Float32, cop="cg")
+            acc_o[i] = fma_f32(a_s, w[(i // 2) % 2], acc_o[i])
 
     def acc_indices(self):
         """acc_o's flat register indices, in order (plain Python at trace time: the loops over
