@@ -17,18 +17,40 @@ nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=cs
 date -u +%H:%M:%S
 case "$1" in
 split)
+  # a first launch under a time limit (a merge that never came would hang here, not in the check)
+  timeout 180 python3 - <<'PY' 2>&1 | tee $OUT/smoke_split.txt
+import torch
+from wan_fp4 import reference
+from wan_fp4.eval.bench_attention import use_prebuilt_dir
+from wan_fp4.eval.metrics import rel_l2
+from wan_fp4.kernels import prepare, sm90
+from wan_fp4.kernels.sm90.split import plan, row_segments
+
+use_prebuilt_dir(".device/sm90")
+for mode, (b, s, h, d) in (("direct-p", (2, 1000, 3, 128)), ("fp8", (2, 1000, 3, 128)), ("fp8", (1, 4097, 12, 128))):
+    q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    ops = prepare.prepare_fp8(q, k, v, **sm90.layout.v_layout_args(mode))
+    outs = [sm90.launch(ops, mode, d, config=c, prebuilt=True)[0].clone() for c in ({}, {"split_tail": True})]
+    torch.cuda.synchronize()
+    cl = sm90.default_config(mode, d)["cluster"]
+    ref = reference.attention(q, k, v, mode, segments=row_segments(b, h, s, s, cl, device="cuda"))
+    print(mode, (b, s, h, d), plan(b, h, s, s, cl), "split vs its reference", f"{rel_l2(outs[1], ref):.3e}",
+          "split vs plain", f"{rel_l2(outs[1], outs[0]):.3e}", "nan", int(outs[1].isnan().sum()), flush=True)
+PY
+  echo "smoke rc=$?"
+  date -u +%H:%M:%S
   # correct first (every awkward shape; the plan splits most of them, with 1 to 11 segments)
-  python3 -m wan_fp4.cli check --kernels sm90-cute --configs "[$SPLIT]" $P > $OUT/check_split.txt 2>&1
+  timeout 300 python3 -m wan_fp4.cli check --kernels sm90-cute --configs "[$SPLIT]" $P > $OUT/check_split.txt 2>&1
   echo "check rc=$?"; tail -1 $OUT/check_split.txt; grep -E "^(FAIL|ERROR)" $OUT/check_split.txt | head -20
   date -u +%H:%M:%S
   # the kernel alone, paired with the default in rounds: fp8's short target (H12 S32760 splits its
   # last 36 tiles in thirds; H40 S32760 is not split: the plain kernel, a control)
   for mode in fp8 direct-p; do
-    python3 scripts/profile_sm90_device.py pairs --mode $mode --configs "$SPLIT" --rounds 6 $P 2>&1 | tee $OUT/pairs_split_$mode.txt | grep -E "rel L2|median"
+    timeout 150 python3 scripts/profile_sm90_device.py pairs --mode $mode --configs "$SPLIT" --rounds 6 $P 2>&1 | tee $OUT/pairs_split_$mode.txt | grep -E "rel L2|median"
     date -u +%H:%M:%S
   done
   # short lengths (1,024 tokens: the last 56 of 320 tiles in halves)
-  python3 scripts/profile_sm90_device.py short --configs "$SPLIT" $P 2>&1 | tee $OUT/short_split.txt
+  timeout 100 python3 scripts/profile_sm90_device.py short --configs "$SPLIT" $P 2>&1 | tee $OUT/short_split.txt
   ;;
 prepass)
   python3 scripts/profile_sm90_device.py floor $P 2>&1 | tee $OUT/floor.txt
