@@ -5,6 +5,7 @@
 # then run, one device call each (under 10 minutes), with
 #   carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", ".device/sm90"]:
 #   bash docs/results/next-h200/job.sh split     # item 29: check, then paired timings of the tail split
+#   bash docs/results/next-h200/job.sh bench     # item 29 beside the peers at the Wan shapes
 #   bash docs/results/next-h200/job.sh prepass   # items 26-28: the pre-pass's floor, prototype and overlap
 # and copy this script and $OUT's files to docs/results/<date>-h200/.
 set -o pipefail
@@ -24,12 +25,13 @@ from wan_fp4 import reference
 from wan_fp4.eval.bench_attention import use_prebuilt_dir
 from wan_fp4.eval.metrics import rel_l2
 from wan_fp4.kernels import prepare, sm90
+from wan_fp4.kernels.sm90.layout import v_layout_args
 from wan_fp4.kernels.sm90.split import plan, row_segments
 
 use_prebuilt_dir(".device/sm90")
 for mode, (b, s, h, d) in (("direct-p", (2, 1000, 3, 128)), ("fp8", (2, 1000, 3, 128)), ("fp8", (1, 4097, 12, 128))):
     q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    ops = prepare.prepare_fp8(q, k, v, **sm90.layout.v_layout_args(mode))
+    ops = prepare.prepare_fp8(q, k, v, **v_layout_args(mode))
     outs = [sm90.launch(ops, mode, d, config=c, prebuilt=True)[0].clone() for c in ({}, {"split_tail": True})]
     torch.cuda.synchronize()
     cl = sm90.default_config(mode, d)["cluster"]
@@ -52,6 +54,21 @@ PY
   # short lengths (1,024 tokens: the last 56 of 320 tiles in halves)
   timeout 100 python3 scripts/profile_sm90_device.py short --configs "$SPLIT" $P 2>&1 | tee $OUT/short_split.txt
   ;;
+bench)
+  # the split beside the defaults at the Wan shapes (and D64), with the peers the py bundle runs
+  # (FA4 needs the DSL bundle, SageAttention 2 a build: not here), twice; then paired at S75600
+  # and at D64
+  for r in 1 2; do
+    timeout 200 python3 -m wan_fp4.cli bench attention --shapes 1x12x32760x128 1x40x32760x128 1x40x75600x128 1x12x32760x64 \
+      --modes direct-p fp8 --kernels sm90-cute --sm90-configs "$SPLIT" --peers sdpa-cudnn cudnn-fp8-kernel \
+      --rep-ms 800 $P --json $OUT/bench_split_$r.json 2>&1 | tee $OUT/bench_split_$r.txt | grep -v '^ *$' | tail -24
+    date -u +%H:%M:%S
+  done
+  for mode in fp8 direct-p; do
+    timeout 120 python3 scripts/profile_sm90_device.py pairs --mode $mode --configs "$SPLIT" --rounds 4 \
+      --shapes 1x40x75600x128 1x12x32760x64 $P 2>&1 | tee $OUT/pairs_split75600_$mode.txt | grep -E "rel L2|median"
+  done
+  ;;
 prepass)
   python3 scripts/profile_sm90_device.py floor $P 2>&1 | tee $OUT/floor.txt
   date -u +%H:%M:%S
@@ -60,7 +77,7 @@ prepass)
   python3 scripts/profile_sm90_device.py prepass $P 2>&1 | tee $OUT/prepass.txt
   ;;
 *)
-  echo "usage: job.sh split|prepass"; exit 2
+  echo "usage: job.sh split|bench|prepass"; exit 2
   ;;
 esac
 date -u +%H:%M:%S
