@@ -809,7 +809,8 @@ def test_split_tail_keeps_the_main_loop(mode):
 
 def test_launch_splits_only_when_the_plan_does(monkeypatch):
     """host.launch with split_tail: the split kernel, the plan's (split, segments) and a workspace
-    when the last wave is split; the plain kernel (the same bits) when it is not."""
+    when the last wave is split; the plain kernel (the same bits) when it is not (whole waves, or
+    segments too short to pay for the merge)."""
     from wan_fp4.kernels import prepare
     from wan_fp4.kernels.sm90 import aot, host
     from wan_fp4.kernels.sm90.split import plan
@@ -817,7 +818,7 @@ def test_launch_splits_only_when_the_plan_does(monkeypatch):
     calls = []
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: type("S", (), {"cuda_stream": 7})())
     monkeypatch.setattr(aot.PREBUILT, "run_or_jit", lambda name, args, *a, **k: calls.append((name, args)))
-    for h, s, want_split in ((40, 1024, (56, 2)), (66, 256, None)):
+    for h, s, want_split in ((1, 8192, (64, 2)), (66, 256, None), (40, 1024, None)):
         q = torch.randn(1, s, h, 128, dtype=torch.bfloat16)
         ops = prepare.prepare_fp8(q, q, q, backend="torch", **sm90.layout.v_layout_args("direct-p"))
         sm90.launch(ops, "direct-p", 128, config={"split_tail": True})
@@ -825,6 +826,6 @@ def test_launch_splits_only_when_the_plan_does(monkeypatch):
         assert args[14:16] == (want_split or (0, 1))  # after 10 pointers and b, h, s_q, s_kv
         if want_split:
             assert name == aot.kernel_name("direct-p", 128, {"split_tail": True})
-            assert host.split_workspace(plan(1, h, s, s), 128, "direct-p") == 56 * 2 * 2 * 128 * (68 + 4)
+            assert host.split_workspace(plan(1, h, s, s), 128, "direct-p") == 64 * 2 * 2 * 128 * (68 + 4)
         else:
             assert name == aot.kernel_name("direct-p", 128)

@@ -7,7 +7,8 @@ import torch
 
 from wan_fp4 import formats, reference
 from wan_fp4.eval.metrics import rel_l2
-from wan_fp4.kernels.sm90.split import SPLIT_WAVE, cta_work, key_range, plan, row_segments, tail_split
+from wan_fp4.kernels.sm90.split import (MIN_SEGMENT_TILES, SPLIT_WAVE, cta_work, key_range, plan, row_segments,
+                                         tail_split)
 from wan_fp4.modes import LOG2_P_SCALE, TILE_N
 
 
@@ -16,42 +17,42 @@ def _qkv(b, sq, skv, h, d, seed):
     return tuple(torch.randn(b, s, h, d, generator=g).to(torch.bfloat16) for s in (sq, skv, skv))
 
 
-@pytest.mark.parametrize("b, h, s, cluster, want", [
-    (1, 40, 1024, 1, (320, 56, 2)),      # 2.42 waves: the last 56 tiles in halves
-    (1, 12, 32760, 2, (3072, 36, 3)),    # 23.27 waves: the last 36 tiles in thirds
-    (1, 40, 32760, 2, (10240, 0, 1)),    # 77.58 waves: too full to split
-    (1, 40, 75600, 2, (23680, 52, 2)),   # 591 tiles rounded to pairs: 179.39 waves
-    (1, 12, 128, 1, (12, 12, 1)),        # one key tile: nothing to split
-    (1, 1, 100, 1, (1, 1, 1)),
-    (1, 2, 1000, 1, (16, 16, 8)),        # fewer CTAs than a wave: every tile split, at most n ways
-    (1, 66, 384, 2, (264, 0, 1)),        # whole waves
+@pytest.mark.parametrize("b, h, s_q, s_kv, cluster, want", [
+    (1, 12, 32760, 32760, 2, (3072, 36, 3)),    # 23.27 waves: the last 36 tiles in thirds
+    (1, 40, 32760, 32760, 2, (10240, 0, 1)),    # 77.58 waves: too full to split
+    (1, 40, 75600, 75600, 2, (23680, 52, 2)),   # 591 tiles rounded to pairs: 179.39 waves
+    (1, 40, 75600, 75600, 1, (23640, 12, 11)),  # 179.09 waves
+    (1, 40, 1024, 1024, 1, (320, 0, 1)),        # 2.42 waves, but segments of 4 key tiles do not pay
+    (1, 40, 7680, 7680, 1, (2400, 0, 1)),       # 60 key tiles: not two segments of 32
+    (1, 40, 1024, 8192, 1, (320, 56, 2)),       # the same tiles over 64 key tiles: in halves
+    (1, 2, 2048, 16384, 1, (32, 32, 4)),        # fewer CTAs than a wave: every tile split
+    (1, 1, 100, 100, 1, (1, 0, 1)),
+    (1, 66, 384, 384, 2, (264, 0, 1)),          # whole waves
 ])
-def test_plan_by_the_shape(b, h, s, cluster, want):
-    ctas, split, segments = want
-    p = plan(b, h, s, s, cluster)
-    assert (p.ctas, p.split, p.segments) == (ctas, split if segments > 1 else 0, segments)
-    assert p.grid == ctas - p.split + p.split * p.segments
-    # the split wave fits a wave of the plan, and each segment has a key tile
+def test_plan_by_the_shape(b, h, s_q, s_kv, cluster, want):
+    p = plan(b, h, s_q, s_kv, cluster)
+    assert (p.ctas, p.split, p.segments) == want
+    assert p.grid == p.ctas - p.split + p.split * p.segments
+    # the split wave fits a wave of the plan, and each segment has MIN_SEGMENT_TILES key tiles
     assert p.split * p.segments <= SPLIT_WAVE or p.split == 0
-    assert p.segments <= -(-s // TILE_N)
+    assert p.split == 0 or -(-s_kv // TILE_N) // p.segments >= MIN_SEGMENT_TILES
 
 
 def test_no_split_past_the_one_dimensional_grid():
     """A split launch's grid is 1-D with 32-bit index arithmetic: a launch of more CTAs stays whole
     (65,535 batch elements of 4,096 heads, 9 query tiles each: 2.4 G CTAs)."""
-    from wan_fp4.kernels.sm90.split import tail_split
-
-    p = plan(65535, 4096, 1152, 1152)
-    assert tail_split(p.ctas, 9)[0] > 0  # it would split, but for the grid
+    p = plan(65535, 4096, 1152, 1152, min_tiles=1)
     assert p.ctas > 2**31 - 1 and (p.split, p.segments) == (0, 1)
-    assert plan(1000, 40, 1024, 1024).split > 0
+    assert tail_split(p.ctas, 9, min_tiles=1)[0] > 0  # it would split, but for the grid
+    assert plan(1000, 40, 1024, 1024, min_tiles=1).split > 0
 
 
 def test_tail_split_edges():
-    assert tail_split(132, 10) == (0, 1)
-    assert tail_split(133, 10) == (1, 10)  # one tile left over: split as far as its keys go
-    assert tail_split(133, 1) == (0, 1)
-    assert tail_split(200, 100) == (0, 1)  # 68 left over: 132 // 68 = 1, no split
+    assert tail_split(132, 100) == (0, 1)
+    assert tail_split(133, 100) == (1, 3)  # one tile left over: as many segments of 32 as it has
+    assert tail_split(133, 10, min_tiles=1) == (1, 10)
+    assert tail_split(133, 63) == (0, 1)
+    assert tail_split(200, 1000) == (0, 1)  # 68 left over: 132 // 68 = 1, no split
     with pytest.raises(ValueError, match="key_tiles"):
         tail_split(10, 0)
 
@@ -72,7 +73,7 @@ def test_cta_work_covers_each_tile_and_key_once(b, h, s_q, s_kv, cluster):
     on Python ints: every query tile's key tiles are covered exactly once, split tiles by their
     `segments` CTAs in segment order at the end of the grid, and a cluster's CTAs share their
     segment (so their K/V loads, shared by multicast, are the same tiles)."""
-    p = plan(b, h, s_q, s_kv, cluster)
+    p = plan(b, h, s_q, s_kv, cluster, min_tiles=1)  # short segments too: the arithmetic is the same
     n = -(-s_kv // TILE_N)
     n_full = p.ctas - p.split
     seen = {}
@@ -92,9 +93,9 @@ def test_cta_work_covers_each_tile_and_key_once(b, h, s_q, s_kv, cluster):
 
 
 def test_row_segments_mark_the_last_ctas():
-    seg = row_segments(2, 3, 1000, 900, cluster=2)  # 8 tiles per head: 48 CTAs, all split
+    seg = row_segments(2, 3, 1000, 9000, cluster=2)  # 8 tiles per head: 48 CTAs, all split
     assert seg.shape == (2, 3, 1000) and bool((seg == 2).all())
-    seg = row_segments(1, 40, 1024, 1024)[0, :, ::128].flatten()  # the last 56 of 320 CTAs
+    seg = row_segments(1, 40, 1024, 8192)[0, :, ::128].flatten()  # the last 56 of 320 CTAs
     assert bool((seg[:264] == 1).all()) and bool((seg[264:] == 2).all())
     # cluster 2 with an odd tile count: the padding CTA counts in the plan, its rows do not exist
     assert row_segments(1, 1, 300, 300, cluster=2).shape == (1, 1, 300)

@@ -5,9 +5,9 @@ finish merges.
 
 A launch has one CTA per 128-row query tile (a pair with cluster 2), ordered query tile fastest,
 then head, then batch element. With C CTAs, the last C mod W of them form a partial wave that
-leaves SMs idle; each of those tiles is split into k = min(W // (C mod W), key tiles) segments
-of contiguous key tiles (segment s: tiles [s n // k, (s + 1) n // k) of n), so the partial wave
-fills about a whole wave with shorter CTAs. W is fixed at 132 (H100/H200 SXM: one CTA per SM),
+leaves SMs idle; each of those tiles is split into k = min(W // (C mod W), n // 32) segments of
+contiguous key tiles (segment s: tiles [s n // k, (s + 1) n // k) of n; at least 32 each, which
+pays for the merge), so the partial wave fills about a whole wave with shorter CTAs. W is fixed at 132 (H100/H200 SXM: one CTA per SM),
 not read off the device, so the split, and with it every output bit, depends on the shape alone.
 
 The numerics follow: a split row runs its mode's rule per segment from a fresh state, and the
@@ -21,6 +21,11 @@ from typing import NamedTuple
 from ...modes import TILE_M, TILE_N
 
 SPLIT_WAVE = 132  # CTAs in a wave of the plan: H100/H200 SXM's SM count (one CTA per SM)
+# A segment's fewest key tiles: its merge (partial state out, a ticket, k - 1 states in) costs a
+# few microseconds, which a short segment does not win back. Measured on the H200 (BENCHMARKS.md,
+# 2026-12-05), the kernel alone: segments of 4 key tiles (1,024 tokens) 6-17% slower, of 12 (7,680)
+# within 1.4% either way, of 85 (32,760) 1.5-2.7% faster.
+MIN_SEGMENT_TILES = 32
 # A split launch's grid is one-dimensional, and its CTA index arithmetic (cta_work) is 32-bit: no
 # plan splits a launch of more CTAs than that dimension takes.
 GRID_X_MAX = 2**31 - 1
@@ -40,25 +45,27 @@ class SplitPlan(NamedTuple):
         return self.ctas - self.split + self.split * self.segments
 
 
-def tail_split(ctas: int, key_tiles: int, wave: int = SPLIT_WAVE) -> tuple[int, int]:
+def tail_split(ctas: int, key_tiles: int, wave: int = SPLIT_WAVE,
+               min_tiles: int = MIN_SEGMENT_TILES) -> tuple[int, int]:
     """(split, segments) for `ctas` CTAs of `key_tiles` key tiles each: (0, 1) when the last wave
-    is whole or too full to split (segments < 2) or a tile has one key tile."""
+    is whole or too full to split (segments < 2), or its tiles too short for two segments of
+    `min_tiles` key tiles."""
     if ctas < 1 or key_tiles < 1:
         raise ValueError(f"ctas and key_tiles must be positive, got {ctas} and {key_tiles}")
     rem = ctas % wave
     if rem == 0:
         return 0, 1
-    segments = min(wave // rem, key_tiles)
+    segments = min(wave // rem, key_tiles // min_tiles)
     return (rem, segments) if segments >= 2 else (0, 1)
 
 
-def plan(b: int, h: int, s_q: int, s_kv: int, cluster: int = 1) -> SplitPlan:
+def plan(b: int, h: int, s_q: int, s_kv: int, cluster: int = 1, min_tiles: int = MIN_SEGMENT_TILES) -> SplitPlan:
     """The tail split of a launch of the sm90 kernel (128-row query tiles, `cluster` CTAs per
-    cluster along them)."""
+    cluster along them); min_tiles: see tail_split (the kernel's is MIN_SEGMENT_TILES)."""
     tiles_m = -(-s_q // TILE_M)
     tiles_m = -(-tiles_m // cluster) * cluster
     ctas = tiles_m * h * b
-    split, segments = tail_split(ctas, -(-s_kv // TILE_N))
+    split, segments = tail_split(ctas, -(-s_kv // TILE_N), min_tiles=min_tiles)
     if ctas - split + split * segments > GRID_X_MAX:
         split, segments = 0, 1
     # the split tiles start on a cluster boundary (ctas and SPLIT_WAVE are multiples of it), so a
