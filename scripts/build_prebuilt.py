@@ -58,24 +58,31 @@ def _sm100_entry():
     return NAME, "sm100", build, {"mode": "direct-p-fp4", "head_dim": 128, "config": {"kv_stages": 3}}
 
 
+def _sm90_default_entries():
+    """Each (mode, D)'s default kernel, and the kernel its launches run where the tail split's plan
+    splits nothing (sm90.launch_configs)."""
+    from wan_fp4.kernels.sm90 import launch_configs
+
+    return [_sm90_entry(mode, d, cfg) for mode, d in (("direct-p", 128), ("fp8", 128), ("direct-p", 64), ("fp8", 64))
+            for cfg in launch_configs(mode, d)]
+
+
 ENTRIES = [
     # (name, arch family, build() -> compiled kernel, manifest meta)
-    _sm90_entry("direct-p", 128),
-    _sm90_entry("fp8", 128),
-    _sm90_entry("direct-p", 64),
-    _sm90_entry("fp8", 64),
+    *_sm90_default_entries(),
     _sm100_entry(),
 ]
 
 
 def sm90_variant_entries(configs, head_dims=(128,)):
     """Entries of the sm90 kernels of each config at each head dim, in every mode it applies to,
-    but for a (mode, D) whose default it is (that kernel is among ENTRIES already)."""
+    but for one among ENTRIES already (a default's)."""
     from wan_fp4.kernels.sm90 import SUPPORTED_MODES, applies
     from wan_fp4.kernels.sm90.aot import kernel_name
 
+    defaults = {e[0] for e in ENTRIES}
     return [_sm90_entry(mode, d, cfg) for cfg in configs for d in head_dims for mode in SUPPORTED_MODES
-            if applies(mode, cfg) and kernel_name(mode, d, cfg) != kernel_name(mode, d)]
+            if applies(mode, cfg) and kernel_name(mode, d, cfg) not in defaults]
 
 
 def prebuilt_of(family: str):

@@ -29,7 +29,9 @@ KEEP = f"--keep-ptx --keep-cubin --dump-dir {DUMP}"
 
 @pytest.fixture(scope="module", params=["direct-p", "fp8"])
 def built(request):
-    ck = compile_kernel(request.param, 128, options=KEEP)
+    # the plain kernel (fp8's default splits its last wave: split_tail, whose decode of the 1-D grid
+    # is 32-bit arithmetic bounded by split.GRID_X_MAX, so the 64-bit audit below reads this one)
+    ck = compile_kernel(request.param, 128, split_tail=False, options=KEEP)
     return request.param, ptx_of(ck), cubin_of(ck)
 
 
@@ -91,7 +93,7 @@ def test_direct_p_has_no_exp_in_the_p_path():
 def test_fp8_folds_p_scale_into_the_exponent():
     # fp8's 256 rides in the exponent's argument (docs/NUMERICS.md, "fp8"): one ex2 per score and
     # no multiply by 256 per score; the epilogue's l carries the 256 already.
-    f8 = ptx_of(compile_kernel("fp8", 128, options=KEEP))
+    f8 = ptx_of(compile_kernel("fp8", 128, split_tail=False, options=KEEP))  # split_tail's merge has ex2s too
     assert _ex2_count(f8) % 66 == 0  # per copy of the softmax code: 64 scores + 2 row rescales
     assert "0f43800000" not in f8  # 256.0
     # fp8's default takes turns (pingpong 2): the turn-taking named barriers
@@ -152,7 +154,8 @@ def test_sass_epilogue_stages_o_in_shared_memory_and_stores_whole_rows(tmp_path,
     if exe is None:
         pytest.skip("no cuobjdump (CUDA toolkit or triton) to disassemble the cubin")
     path = tmp_path / f"{mode}.cubin"
-    path.write_bytes(cubin_of(compile_kernel(mode, head_dim, options=KEEP)))
+    # the plain kernel's (fp8's default merges split tiles' partial states through global memory first)
+    path.write_bytes(cubin_of(compile_kernel(mode, head_dim, split_tail=False, options=KEEP)))
     sass = subprocess.run([exe, "-sass", str(path)], capture_output=True, text=True).stdout
     ops = re.findall(r"\b(LDG|STG|STS|LDS)(\.[A-Z0-9.]+)?\s", sass)
     first_store = next(i for i, (op, _) in enumerate(ops) if op == "STG")
@@ -592,10 +595,11 @@ def test_aot_prebuilt_manifest_matches_kernel_sources():
         f"run `{rebuild}` and commit wan_fp4/kernels/prebuilt/sm90a/*.h, *.o and manifest.json")
     for mode in sm90.SUPPORTED_MODES:
         for d in sm90.SUPPORTED_HEAD_DIMS:
-            name = aot.kernel_name(mode, d)
-            assert aot.PREBUILT.check(name) is None, f"run `{rebuild}`"
-            for ext in (".h", ".o"):
-                assert (aot.PREBUILT.directory / f"{name}{ext}").is_file(), f"run `{rebuild}`"
+            for cfg in sm90.launch_configs(mode, d):  # the default, and where it splits the plain one
+                name = aot.kernel_name(mode, d, cfg)
+                assert aot.PREBUILT.check(name) is None, f"run `{rebuild}`"
+                for ext in (".h", ".o"):
+                    assert (aot.PREBUILT.directory / f"{name}{ext}").is_file(), f"run `{rebuild}`"
 
 
 def test_launch_refuses_operands_off_a_16_byte_boundary():
@@ -784,7 +788,7 @@ def test_split_tail_merges_through_a_ticket_and_l2(mode, head_dim):
     a gpu-scope acq_rel ticket (atom.add) after a gpu fence, the merger reading the slots through
     L2 (ld.global.cg); nothing spills."""
     ptx = ptx_of(compile_kernel(mode, head_dim, split_tail=True, options=KEEP))
-    plain = ptx_of(compile_kernel(mode, head_dim, options=KEEP))
+    plain = ptx_of(compile_kernel(mode, head_dim, split_tail=False, options=KEEP))
     # atom's scope is .gpu unless it says otherwise
     assert re.search(r"atom\.global\.acq_rel(\.gpu)?\.add\.[su]32", ptx), "the ticket"
     assert "fence.acq_rel.gpu" in ptx and "ld.global.cg.b32" in ptx
@@ -801,7 +805,7 @@ def test_split_tail_keeps_the_main_loop(mode):
 
     if find_cuobjdump() is None:
         pytest.skip("no cuobjdump (CUDA toolkit or triton) to disassemble the cubin")
-    base = profile(mode, 128)["loop"].steady_counts
+    base = profile(mode, 128, split_tail=False)["loop"].steady_counts
     split = profile(mode, 128, split_tail=True)["loop"].steady_counts
     assert split["wgmma"] == base["wgmma"]
     assert sum(split.values()) <= 1.01 * sum(base.values()), (sum(split.values()), sum(base.values()))
@@ -829,3 +833,17 @@ def test_launch_splits_only_when_the_plan_does(monkeypatch):
             assert host.split_workspace(plan(1, h, s, s), 128, "direct-p") == 64 * 2 * 2 * 128 * (68 + 4)
         else:
             assert name == aot.kernel_name("direct-p", 128)
+
+
+def test_split_tail_is_fp8s_default_at_d128_with_its_plain_kernel_beside_it():
+    """Measured faster (BENCHMARKS.md, 2026-12-05): fp8 at D128 splits its last partial wave; the
+    launches the plan does not split run the same kernel without the option, prebuilt too."""
+    from wan_fp4.kernels.sm90 import aot
+
+    assert sm90.default_config("fp8", 128)["split_tail"] is True
+    others = (("direct-p", 128), ("direct-p", 64), ("fp8", 64))
+    assert not any(sm90.default_config(m, d)["split_tail"] for m, d in others)
+    names = [aot.kernel_name("fp8", 128, c) for c in sm90.launch_configs("fp8", 128)]
+    assert names == ["wanfp4_sm90_fp8_d128", "wanfp4_sm90_fp8_d128_split_tail0"]
+    assert len(sm90.launch_configs("direct-p", 128)) == 1
+

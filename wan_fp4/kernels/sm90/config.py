@@ -21,8 +21,10 @@ MODE_CONFIG = {"direct-p": {"f16_bytes": True, "headroom": DIRECT_P_HEADROOM}, "
 # per row half had been one dependent chain) and shares each K and V^T load between CTA pairs
 # (cluster 2): together 0.35-0.7% (H12 S32760) and 1.0-1.6% (H40 S32760) faster in two paired
 # runs, the same P bytes (BENCHMARKS.md, 2026-12-04 fifth run), 3-6% slower at 1,024-4,096 tokens;
-# at D64 11% slower, so D64 keeps the mode's options.
-HEAD_DIM_CONFIG = {("fp8", 128): {"sum_tree": True, "cluster": 2}}
+# at D64 11% slower, so D64 keeps the mode's options. And its last partial wave split along the keys
+# (split_tail, split.py): 2.0-3.2% faster at H12 S32760 in every round of a paired run, the plain
+# kernel where the plan splits nothing (BENCHMARKS.md, 2026-12-05).
+HEAD_DIM_CONFIG = {("fp8", 128): {"sum_tree": True, "cluster": 2, "split_tail": True}}
 # Options only one mode has (the kernel refuses them in the other): a config list meant for both
 # modes (wan-fp4 check --configs, build_prebuilt.py --sm90-config, the benches) skips the other.
 MODE_ONLY = {"f16_bytes": "direct-p", "p_smem": "direct-p", "headroom": "direct-p", "sum_tree": "fp8"}
@@ -37,6 +39,13 @@ def default_config(mode: str, head_dim: int, config: dict | None = None) -> dict
     """The kernel options `launch` uses for `mode` at `head_dim`, with `config`'s over them."""
     return {**DEFAULT_CONFIG, **MODE_CONFIG.get(mode, {}), **HEAD_DIM_CONFIG.get((mode, head_dim), {}),
             **(config or {})}
+
+
+def launch_configs(mode: str, head_dim: int, config: dict | None = None) -> list[dict]:
+    """The kernels a launch of this config may run: the config's, and with split_tail the same
+    without it (host.launch runs that one where the plan splits nothing). Prebuilt together."""
+    cfg = default_config(mode, head_dim, config)
+    return [cfg] + ([{**cfg, "split_tail": False}] if cfg["split_tail"] else [])
 
 
 def applies(mode: str, config: dict) -> bool:

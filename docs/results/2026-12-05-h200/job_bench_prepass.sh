@@ -1,0 +1,85 @@
+# The next H200 session's jobs for issue 16 (docs/SM90_GEN2.md items 26-29), kept in the repo so a
+# fresh checkout still has them. Prepare on the CPU first (no GPU needed):
+#   ../shared/gpu/bundle.sh py
+#   python3 scripts/build_prebuilt.py --only sm90 --out .device/sm90 --sm90-config '{"split_tail": true}' --sm90-head-dims 128 64
+# then run, one device call each (under 10 minutes), with
+#   carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", ".device/sm90"]:
+#   bash docs/results/next-h200/job.sh split     # item 29: check, then paired timings of the tail split
+#   bash docs/results/next-h200/job.sh bench     # item 29 beside the peers at the Wan shapes
+#   bash docs/results/next-h200/job.sh prepass   # items 26-28: the pre-pass's floor, prototype and overlap
+# and copy this script and $OUT's files to docs/results/<date>-h200/.
+set -o pipefail
+export PYTHONUNBUFFERED=1
+source .device/install.sh py || exit 4
+export PYTHONPATH=$PWD:$PYTHONPATH
+P="--prebuilt-dir .device/sm90"
+SPLIT='{"split_tail": true}'
+nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv | tee $OUT/gpu.txt
+date -u +%H:%M:%S
+case "$1" in
+split)
+  # a first launch under a time limit (a merge that never came would hang here, not in the check)
+  timeout 180 python3 - <<'PY' 2>&1 | tee $OUT/smoke_split.txt
+import torch
+from wan_fp4 import reference
+from wan_fp4.eval.bench_attention import use_prebuilt_dir
+from wan_fp4.eval.metrics import rel_l2
+from wan_fp4.kernels import prepare, sm90
+from wan_fp4.kernels.sm90.layout import v_layout_args
+from wan_fp4.kernels.sm90.split import plan, row_segments
+
+use_prebuilt_dir(".device/sm90")
+for mode, (b, s, h, d) in (("direct-p", (2, 1000, 3, 128)), ("fp8", (2, 1000, 3, 128)), ("fp8", (1, 4097, 12, 128))):
+    q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    ops = prepare.prepare_fp8(q, k, v, **v_layout_args(mode))
+    outs = [sm90.launch(ops, mode, d, config=c, prebuilt=True)[0].clone() for c in ({}, {"split_tail": True})]
+    torch.cuda.synchronize()
+    cl = sm90.default_config(mode, d)["cluster"]
+    ref = reference.attention(q, k, v, mode, segments=row_segments(b, h, s, s, cl, device="cuda"))
+    print(mode, (b, s, h, d), plan(b, h, s, s, cl), "split vs its reference", f"{rel_l2(outs[1], ref):.3e}",
+          "split vs plain", f"{rel_l2(outs[1], outs[0]):.3e}", "nan", int(outs[1].isnan().sum()), flush=True)
+PY
+  echo "smoke rc=$?"
+  date -u +%H:%M:%S
+  # correct first (every awkward shape; the plan splits most of them, with 1 to 11 segments)
+  timeout 300 python3 -m wan_fp4.cli check --kernels sm90-cute --configs "[$SPLIT]" $P > $OUT/check_split.txt 2>&1
+  echo "check rc=$?"; tail -1 $OUT/check_split.txt; grep -E "^(FAIL|ERROR)" $OUT/check_split.txt | head -20
+  date -u +%H:%M:%S
+  # the kernel alone, paired with the default in rounds: fp8's short target (H12 S32760 splits its
+  # last 36 tiles in thirds; H40 S32760 is not split: the plain kernel, a control)
+  for mode in fp8 direct-p; do
+    timeout 150 python3 scripts/profile_sm90_device.py pairs --mode $mode --configs "$SPLIT" --rounds 6 $P 2>&1 | tee $OUT/pairs_split_$mode.txt | grep -E "rel L2|median"
+    date -u +%H:%M:%S
+  done
+  # short lengths (1,024 tokens: the last 56 of 320 tiles in halves)
+  timeout 100 python3 scripts/profile_sm90_device.py short --configs "$SPLIT" $P 2>&1 | tee $OUT/short_split.txt
+  ;;
+bench)
+  # the split beside the defaults at the Wan shapes (and D64), with the peers the py bundle runs
+  # (FA4 needs the DSL bundle, SageAttention 2 a build: not here), twice; then paired at S75600
+  # and at D64
+  # (fp8's D128 default splits since 2026-12-05: '{"split_tail": false}' is its plain kernel; a
+  # config equal to a mode's default is not timed twice)
+  for r in 1 2; do
+    timeout 200 python3 -m wan_fp4.cli bench attention --shapes 1x12x32760x128 1x40x32760x128 1x40x75600x128 1x12x32760x64 \
+      --modes direct-p fp8 --kernels sm90-cute --sm90-configs "$SPLIT" '{"split_tail": false}' --peers sdpa-cudnn cudnn-fp8-kernel \
+      --rep-ms 800 $P --json $OUT/bench_split_$r.json 2>&1 | tee $OUT/bench_split_$r.txt | grep -v '^ *$' | tail -24
+    date -u +%H:%M:%S
+  done
+  timeout 120 python3 scripts/profile_sm90_device.py pairs --mode fp8 --configs '{"split_tail": false}' --rounds 4 \
+    --shapes 1x40x75600x128 1x12x32760x64 $P 2>&1 | tee $OUT/pairs_split75600_fp8.txt | grep -E "rel L2|median"
+  timeout 120 python3 scripts/profile_sm90_device.py pairs --mode direct-p --configs "$SPLIT" --rounds 4 \
+    --shapes 1x40x75600x128 1x12x32760x64 $P 2>&1 | tee $OUT/pairs_split75600_direct-p.txt | grep -E "rel L2|median"
+  ;;
+prepass)
+  python3 scripts/profile_sm90_device.py floor $P 2>&1 | tee $OUT/floor.txt
+  date -u +%H:%M:%S
+  python3 scripts/profile_sm90_device.py overlap --shapes 1x12x32760x128 1x40x32760x128 1x40x7680x128 $P 2>&1 | tee $OUT/overlap.txt
+  date -u +%H:%M:%S
+  python3 scripts/profile_sm90_device.py prepass $P 2>&1 | tee $OUT/prepass.txt
+  ;;
+*)
+  echo "usage: job.sh split|bench|prepass"; exit 2
+  ;;
+esac
+date -u +%H:%M:%S
