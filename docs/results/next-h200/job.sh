@@ -1,5 +1,8 @@
 # The next H200 session's jobs for issue 16 (docs/SM90_GEN2.md items 26-29), kept in the repo so a
-# fresh checkout still has them. Prepare on the CPU first (no GPU needed):
+# fresh checkout still has them. `split`, `bench` and `prepass` ran on 2026-12-05 (copies and output:
+# docs/results/2026-12-05-h200/); left: `d64` (fp8 at D64 with the split, paired: +1.7% in the bench,
+# not yet paired), and one run with every peer (FA4 and SageAttention 2 too: the DSL bundle in one
+# call and the rest in the next, as docs/results/2026-12-04e-h200/final_a.sh). Prepare on the CPU first:
 #   ../shared/gpu/bundle.sh py
 #   python3 scripts/build_prebuilt.py --only sm90 --out .device/sm90 --sm90-config '{"split_tail": true}' --sm90-head-dims 128 64
 # then run, one device call each (under 10 minutes), with
@@ -71,6 +74,10 @@ bench)
   timeout 120 python3 scripts/profile_sm90_device.py pairs --mode direct-p --configs "$SPLIT" --rounds 4 \
     --shapes 1x40x75600x128 1x12x32760x64 $P 2>&1 | tee $OUT/pairs_split75600_direct-p.txt | grep -E "rel L2|median"
   ;;
+d64)
+  timeout 150 python3 scripts/profile_sm90_device.py pairs --mode fp8 --configs "$SPLIT" --rounds 6 \
+    --shapes 1x12x32760x64 1x40x32760x64 1x40x75600x64 $P 2>&1 | tee $OUT/pairs_split_fp8_d64.txt | grep -E "rel L2|median"
+  ;;
 prepass)
   python3 scripts/profile_sm90_device.py floor $P 2>&1 | tee $OUT/floor.txt
   date -u +%H:%M:%S
@@ -79,7 +86,7 @@ prepass)
   python3 scripts/profile_sm90_device.py prepass $P 2>&1 | tee $OUT/prepass.txt
   ;;
 *)
-  echo "usage: job.sh split|bench|prepass"; exit 2
+  echo "usage: job.sh split|bench|d64|prepass"; exit 2
   ;;
 esac
 date -u +%H:%M:%S
