@@ -105,6 +105,7 @@ def split_workspace(p, head_dim: int, mode: str, n_wg: int = 2) -> int:
     """FP32 words of split_tail's partial states for plan p: per split tile, segment and consumer
     warp group, each thread's output accumulator (D / 2 values, direct-p's ones column included),
     row references and sums (2 + 2)."""
-    dv = head_dim + 8 if mode == "direct-p" else head_dim
-    return p.split * p.segments * n_wg * 128 * (dv // 2 + 4)
+    from .layout import v_layout_args
 
+    dv = head_dim + v_layout_args(mode)["v_ones_rows"]
+    return p.split * p.segments * n_wg * 128 * (dv // 2 + 4)

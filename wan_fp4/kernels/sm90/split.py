@@ -7,8 +7,9 @@ A launch has one CTA per 128-row query tile (a pair with cluster 2), ordered que
 then head, then batch element. With C CTAs, the last C mod W of them form a partial wave that
 leaves SMs idle; each of those tiles is split into k = min(W // (C mod W), n // 32) segments of
 contiguous key tiles (segment s: tiles [s n // k, (s + 1) n // k) of n; at least 32 each, which
-pays for the merge), so the partial wave fills about a whole wave with shorter CTAs. W is fixed at 132 (H100/H200 SXM: one CTA per SM),
-not read off the device, so the split, and with it every output bit, depends on the shape alone.
+pays for the merge), so the partial wave fills about a whole wave with shorter CTAs. W is fixed
+at 132 (H100/H200 SXM: one CTA per SM), not read off the device, so the split, and with it every
+output bit, depends on the shape alone.
 
 The numerics follow: a split row runs its mode's rule per segment from a fresh state, and the
 segments merge in FP32 (reference.attention's `segments`, docs/NUMERICS.md "Keys in segments").
@@ -59,19 +60,20 @@ def tail_split(ctas: int, key_tiles: int, wave: int = SPLIT_WAVE,
     return (rem, segments) if segments >= 2 else (0, 1)
 
 
-def plan(b: int, h: int, s_q: int, s_kv: int, cluster: int = 1, min_tiles: int = MIN_SEGMENT_TILES) -> SplitPlan:
+def plan(b: int, h: int, s_q: int, s_kv: int, cluster: int = 1,
+         min_tiles: int = MIN_SEGMENT_TILES) -> SplitPlan:
     """The tail split of a launch of the sm90 kernel (128-row query tiles, `cluster` CTAs per
     cluster along them); min_tiles: see tail_split (the kernel's is MIN_SEGMENT_TILES)."""
     tiles_m = -(-s_q // TILE_M)
     tiles_m = -(-tiles_m // cluster) * cluster
     ctas = tiles_m * h * b
-    split, segments = tail_split(ctas, -(-s_kv // TILE_N), min_tiles=min_tiles)
-    if ctas - split + split * segments > GRID_X_MAX:
-        split, segments = 0, 1
+    p = SplitPlan(ctas, tiles_m, *tail_split(ctas, -(-s_kv // TILE_N), min_tiles=min_tiles))
+    if p.grid > GRID_X_MAX:
+        p = SplitPlan(ctas, tiles_m, 0, 1)
     # the split tiles start on a cluster boundary (ctas and SPLIT_WAVE are multiples of it), so a
     # cluster's CTAs are the same segment of neighbouring tiles
-    assert split % cluster == 0, (split, cluster)
-    return SplitPlan(ctas, tiles_m, split, segments)
+    assert p.split % cluster == 0, (p.split, cluster)
+    return p
 
 
 def cta_work(lin, n_full, segments, tiles_m, h, key_tiles, cluster: int, as_int=int):
@@ -88,13 +90,12 @@ def cta_work(lin, n_full, segments, tiles_m, h, key_tiles, cluster: int, as_int=
     ks = 1 + tail * (segments - 1)
     seg = tail * ((j // cluster) % segments)
     tile = lin + tail * (j // (cluster * segments) * cluster + j % cluster - j)
-    t0 = seg * key_tiles // ks
-    return (tile % tiles_m, (tile // tiles_m) % h, tile // (tiles_m * h), tile - n_full, seg, ks, t0,
-            (seg + 1) * key_tiles // ks - t0)
+    t0, stop = key_range(seg, ks, key_tiles)
+    return (tile % tiles_m, (tile // tiles_m) % h, tile // (tiles_m * h), tile - n_full, seg, ks, t0, stop - t0)
 
 
-def key_range(segment: int, segments: int, key_tiles: int) -> tuple[int, int]:
-    """The key tiles [start, stop) of a split tile's segment."""
+def key_range(segment, segments, key_tiles):
+    """The key tiles [start, stop) of a split tile's segment (Python or the kernel's Int32 values)."""
     return segment * key_tiles // segments, (segment + 1) * key_tiles // segments
 
 
