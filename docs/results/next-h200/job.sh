@@ -1,19 +1,27 @@
-# The next H200 session's jobs for issue 16 (docs/SM90_GEN2.md items 26-29), kept in the repo so a
-# fresh checkout still has them. `split`, `bench` and `prepass` ran on 2026-12-05 (copies and output:
-# docs/results/2026-12-05-h200/); left: `d64` (fp8 at D64 with the split, paired: +1.7% in the bench,
-# not yet paired), and one run with every peer (FA4 and SageAttention 2 too: the DSL bundle in one
-# call and the rest in the next, as docs/results/2026-12-04e-h200/final_a.sh). Prepare on the CPU first:
-#   ../shared/gpu/bundle.sh py
+# The next H200 session's jobs for issue 16, kept in the repo so a fresh checkout still has them.
+# `split`, `bench` and `prepass` ran on 2026-12-05 (copies and output: docs/results/2026-12-05-h200/).
+# Left: one run with every peer on the kernels as they stand (fp8 at D128 splitting its last partial
+# wave), with the check first, the length sweep, the 1,024-token floor, Nsight Compute at H40 S75600
+# and fp8 at D64 with the split paired. FA4 needs the DSL bundle and the py bundle beside it exceeds
+# a call's 64 MiB, so: `dsl` alone, then within 30 s `peers_a`, then `peers_b` (the machine keeps /tmp
+# between calls while it is held). Prepare on the CPU first:
+#   ../shared/gpu/bundle.sh py && ../shared/gpu/bundle.sh dsl
+#   scripts/pack_sage2_source.sh /path/to/SageAttention    (commit d1a57a5)
 #   python3 scripts/build_prebuilt.py --only sm90 --out .device/sm90 --sm90-config '{"split_tail": true}' --sm90-head-dims 128 64
-# then run, one device call each (under 10 minutes), with
-#   carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", ".device/sm90"]:
-#   bash docs/results/next-h200/job.sh split     # item 29: check, then paired timings of the tail split
-#   bash docs/results/next-h200/job.sh bench     # item 29 beside the peers at the Wan shapes
-#   bash docs/results/next-h200/job.sh prepass   # items 26-28: the pre-pass's floor, prototype and overlap
-# and copy this script and $OUT's files to docs/results/<date>-h200/.
+# and run, one device call each (under 10 minutes):
+#   bash docs/results/next-h200/job.sh dsl      carry [".device/dsl.tar.zst", ".device/install.sh", ".device/zstd"]
+#   bash docs/results/next-h200/job.sh peers_a  carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", ".device/sm90", ".device/sage2src"]
+#   bash docs/results/next-h200/job.sh peers_b  the same carry
+# (`split`, `bench`, `d64` and `prepass` need only the py bundle and .device/sm90.)
+# Copy this script and $OUT's files to docs/results/<date>-h200/.
 set -o pipefail
 export PYTHONUNBUFFERED=1
-source .device/install.sh py || exit 4
+case "$1" in
+dsl) source .device/install.sh dsl || exit 4; ls -la /tmp/site/.dsl.done; exit 0 ;;
+peers_a|peers_b) ls /tmp/site/.dsl.done || { echo "no dsl on this machine: run job.sh dsl first"; exit 3; }
+  source .device/install.sh dsl py || exit 4 ;;
+*) source .device/install.sh py || exit 4 ;;
+esac
 export PYTHONPATH=$PWD:$PYTHONPATH
 P="--prebuilt-dir .device/sm90"
 SPLIT='{"split_tail": true}'
@@ -85,8 +93,41 @@ prepass)
   date -u +%H:%M:%S
   python3 scripts/profile_sm90_device.py prepass $P 2>&1 | tee $OUT/prepass.txt
   ;;
+peers_a)
+  # SageAttention 2 builds on the CPU cores while the check runs on the GPU
+  rm -rf /tmp/sage2 && cp -r .device/sage2src /tmp/sage2 && (cd /tmp/sage2 && TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=14 python3 setup.py build_ext --inplace > $OUT/sage2_build.log 2>&1; echo "sage2 build rc=$? at $(date -u +%H:%M:%S)" >> $OUT/sage2_build.log) &
+  build=$!
+  python3 -c "
+import torch, triton, cudnn, flash_attn, cutlass
+print('torch', torch.__version__, 'triton', triton.__version__, 'cudnn', torch.backends.cudnn.version(), 'cudnn-frontend', cudnn.__version__)
+print('cutlass-dsl', getattr(cutlass, '__version__', '?'))" 2>&1 | tee $OUT/imports.txt
+  timeout 300 python3 -m wan_fp4.cli check --kernels triton,sm90-cute $P > $OUT/check.txt 2>&1; echo "check rc=$?"; tail -1 $OUT/check.txt
+  grep -E "^(FAIL|ERROR)" $OUT/check.txt | head -20
+  date -u +%H:%M:%S
+  wait $build; tail -1 $OUT/sage2_build.log
+  export PYTHONPATH=/tmp/sage2:$PYTHONPATH
+  timeout 240 python3 -m wan_fp4.cli bench attention --shapes 1x12x32760x128 1x40x32760x128 1x40x75600x128 1x12x32760x64 \
+    --modes direct-p fp8 --kernels sm90-cute --peers fa4 sdpa-cudnn cudnn-fp8-kernel sage2 --rep-ms 800 $P \
+    --json $OUT/bench.json 2>&1 | tee $OUT/bench.txt | grep -v '^ *$' | tail -26
+  ;;
+peers_b)
+  export PYTHONPATH=/tmp/sage2:$PYTHONPATH
+  ls /tmp/sage2/sageattention/*.so | head -3
+  timeout 200 python3 -m wan_fp4.cli bench attention --length-sweep --modes direct-p fp8 --kernels sm90-cute \
+    --peers fa4 sdpa-cudnn cudnn-fp8-kernel sage2 --breakdown --rep-ms 400 $P --json $OUT/sweep.json 2>&1 \
+    | tee $OUT/sweep.txt | grep -v '^ *$' | tail -12
+  date -u +%H:%M:%S
+  timeout 60 python3 scripts/profile_sm90_device.py floor $P 2>&1 | tee $OUT/floor.txt
+  date -u +%H:%M:%S
+  timeout 120 ncu --clock-control none --section SpeedOfLight --section ComputeWorkloadAnalysis -k regex:'kernel_cutlass|nvjet' -c 2 \
+    python3 scripts/profile_sm90_device.py launch $P --shape 1x40x75600x128 > $OUT/ncu_75600.txt 2>&1; echo "ncu rc=$?"
+  grep -E 'kernel_cutlass|nvjet|Duration|SM Frequency|Issue Slots Busy|Tensor|dominated' $OUT/ncu_75600.txt | head -20
+  date -u +%H:%M:%S
+  timeout 150 python3 scripts/profile_sm90_device.py pairs --mode fp8 --configs "$SPLIT" --rounds 6 \
+    --shapes 1x12x32760x64 1x40x32760x64 1x40x75600x64 $P 2>&1 | tee $OUT/pairs_split_fp8_d64.txt | grep -E "rel L2|median"
+  ;;
 *)
-  echo "usage: job.sh split|bench|d64|prepass"; exit 2
+  echo "usage: job.sh dsl|peers_a|peers_b|split|bench|d64|prepass"; exit 2
   ;;
 esac
 date -u +%H:%M:%S
