@@ -1,18 +1,21 @@
-# The next H200 session's jobs for issue 16, kept in the repo so a fresh checkout still has them.
-# `split`, `bench` and `prepass` ran on 2026-12-05 (copies and output: docs/results/2026-12-05-h200/).
-# Left: one run with every peer on the kernels as they stand (fp8 at D128 splitting its last partial
-# wave), with the check first, the length sweep, the 1,024-token floor, Nsight Compute at H40 S75600
-# and fp8 at D64 with the split paired. FA4 needs the DSL bundle and the py bundle beside it exceeds
-# a call's 64 MiB, so: `dsl` alone, then within 30 s `peers_a`, then `peers_b` (the machine keeps /tmp
-# between calls while it is held). Prepare on the CPU first:
+# The H200 jobs for issue 16, kept in the repo so a fresh checkout still has them. `split`, `bench`
+# and `prepass` ran on 2026-12-05 (docs/results/2026-12-05-h200/); `peers_a`, `peers_b` and `sweep`,
+# the one run with every peer on the kernels as they stand, the check first, ran the same day
+# (docs/results/2026-12-05b-h200/). What is left (docs/SM90_GEN2.md item 30) needs a kernel not yet
+# written. Prepare on the CPU first:
 #   ../shared/gpu/bundle.sh py && ../shared/gpu/bundle.sh dsl
 #   scripts/pack_sage2_source.sh /path/to/SageAttention    (commit d1a57a5)
 #   python3 scripts/build_prebuilt.py --only sm90 --out .device/sm90 --sm90-config '{"split_tail": true}' --sm90-head-dims 128 64
-# and run, one device call each (under 10 minutes):
-#   bash docs/results/next-h200/job.sh dsl      carry [".device/dsl.tar.zst", ".device/install.sh", ".device/zstd"]
+# FA4 needs the DSL bundle, which with the repo's files exceeds a call's 64 MiB: send it in three
+# parts (split -b 20M -d -a 1 --numeric-suffixes=1 .device/dsl.tar.zst .device/dsl.part_0, then
+# `bash docs/results/2026-12-04b-h200/dsl_part.sh N 3` for N = 1, 2, 3, carrying that part and
+# .device/zstd), back to back, then `peers_a` and `peers_b` (the machine keeps /tmp for 30 s after
+# a call while it is held). One device call each (under 10 minutes):
 #   bash docs/results/next-h200/job.sh peers_a  carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", ".device/sm90", ".device/sage2src"]
 #   bash docs/results/next-h200/job.sh peers_b  the same carry
-# (`split`, `bench`, `d64` and `prepass` need only the py bundle and .device/sm90.)
+#   bash docs/results/next-h200/job.sh sweep    carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", ".device/sm90"]
+# (`split`, `bench`, `d64`, `prepass` and `sweep` need only the py bundle and .device/sm90; `dsl`
+# unpacks a whole dsl bundle where it fits.)
 # Copy this script and $OUT's files to docs/results/<date>-h200/.
 set -o pipefail
 export PYTHONUNBUFFERED=1
@@ -126,8 +129,15 @@ peers_b)
   timeout 150 python3 scripts/profile_sm90_device.py pairs --mode fp8 --configs "$SPLIT" --rounds 6 \
     --shapes 1x12x32760x64 1x40x32760x64 1x40x75600x64 $P 2>&1 | tee $OUT/pairs_split_fp8_d64.txt | grep -E "rel L2|median"
   ;;
+sweep)
+  # the length sweep against the two peers its targets name, with room to finish (peers_b's sweep
+  # with FA4 and SageAttention 2 as well ran past its 200 s at the last length)
+  timeout 450 python3 -m wan_fp4.cli bench attention --length-sweep --modes direct-p fp8 --kernels sm90-cute \
+    --peers sdpa-cudnn cudnn-fp8-kernel --breakdown --rep-ms 400 $P --json $OUT/sweep.json 2>&1 \
+    | tee $OUT/sweep.txt | grep -v '^ *$' | tail -14
+  ;;
 *)
-  echo "usage: job.sh dsl|peers_a|peers_b|split|bench|d64|prepass"; exit 2
+  echo "usage: job.sh dsl|peers_a|peers_b|sweep|split|bench|d64|prepass"; exit 2
   ;;
 esac
 date -u +%H:%M:%S
