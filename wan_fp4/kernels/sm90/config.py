@@ -23,8 +23,10 @@ MODE_CONFIG = {"direct-p": {"f16_bytes": True, "headroom": DIRECT_P_HEADROOM}, "
 # runs, the same P bytes (BENCHMARKS.md, 2026-12-04 fifth run), 3-6% slower at 1,024-4,096 tokens;
 # at D64 11% slower, so D64 keeps the mode's options. And its last partial wave split along the keys
 # (split_tail, split.py): 2.0-3.2% faster at H12 S32760 in every round of a paired run, the plain
-# kernel where the plan splits nothing (BENCHMARKS.md, 2026-12-05).
-HEAD_DIM_CONFIG = {("fp8", 128): {"sum_tree": True, "cluster": 2, "split_tail": True}}
+# kernel where the plan splits nothing (BENCHMARKS.md, 2026-12-05); at D64 0.7-2.8% faster there in
+# every round, H40 unchanged (BENCHMARKS.md, 2026-12-05, second run).
+HEAD_DIM_CONFIG = {("fp8", 128): {"sum_tree": True, "cluster": 2, "split_tail": True},
+                   ("fp8", 64): {"split_tail": True}}
 # Options only one mode has (the kernel refuses them in the other): a config list meant for both
 # modes (wan-fp4 check --configs, build_prebuilt.py --sm90-config, the benches) skips the other.
 MODE_ONLY = {"f16_bytes": "direct-p", "p_smem": "direct-p", "headroom": "direct-p", "sum_tree": "fp8"}
