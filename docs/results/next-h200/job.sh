@@ -14,6 +14,7 @@
 #   bash docs/results/next-h200/job.sh peers_a  carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", ".device/sm90", ".device/sage2src"]
 #   bash docs/results/next-h200/job.sh peers_b  the same carry
 #   bash docs/results/next-h200/job.sh sweep    carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", ".device/sm90"]
+#   bash docs/results/next-h200/job.sh package  carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd"]
 # (`split`, `bench`, `d64`, `prepass` and `sweep` need only the py bundle and .device/sm90; `dsl`
 # unpacks a whole dsl bundle where it fits.)
 # Copy this script and $OUT's files to docs/results/<date>-h200/.
@@ -136,8 +137,13 @@ sweep)
     --peers sdpa-cudnn cudnn-fp8-kernel --breakdown --rep-ms 400 $P --json $OUT/sweep.json 2>&1 \
     | tee $OUT/sweep.txt | grep -v '^ *$' | tail -14
   ;;
+package)
+  # the package's own prebuilt kernels (no --prebuilt-dir), as a user install runs them
+  timeout 300 python3 -m wan_fp4.cli check --kernels sm90-cute > $OUT/check_package.txt 2>&1; echo "check rc=$?"
+  tail -1 $OUT/check_package.txt; grep -E "^(FAIL|ERROR)" $OUT/check_package.txt | head -20
+  ;;
 *)
-  echo "usage: job.sh dsl|peers_a|peers_b|sweep|split|bench|d64|prepass"; exit 2
+  echo "usage: job.sh dsl|peers_a|peers_b|sweep|package|split|bench|d64|prepass"; exit 2
   ;;
 esac
 date -u +%H:%M:%S
