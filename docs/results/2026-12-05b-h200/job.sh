@@ -14,6 +14,7 @@
 #   bash docs/results/next-h200/job.sh peers_a  carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", ".device/sm90", ".device/sage2src"]
 #   bash docs/results/next-h200/job.sh peers_b  the same carry
 #   bash docs/results/next-h200/job.sh sweep    carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", ".device/sm90"]
+#   bash docs/results/next-h200/job.sh package  carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd"]
 # (`split`, `bench`, `d64`, `prepass` and `sweep` need only the py bundle and .device/sm90; `dsl`
 # unpacks a whole dsl bundle where it fits.)
 # Copy this script and $OUT's files to docs/results/<date>-h200/.
@@ -136,8 +137,36 @@ sweep)
     --peers sdpa-cudnn cudnn-fp8-kernel --breakdown --rep-ms 400 $P --json $OUT/sweep.json 2>&1 \
     | tee $OUT/sweep.txt | grep -v '^ *$' | tail -14
   ;;
+package)
+  # the package's own prebuilt kernels (no --prebuilt-dir), as a user install runs them
+  timeout 300 python3 -m wan_fp4.cli check --kernels sm90-cute > $OUT/check_package.txt 2>&1; echo "check rc=$?"
+  tail -1 $OUT/check_package.txt; grep -E "^(FAIL|ERROR)" $OUT/check_package.txt | head -20
+  ;;
+package_split)
+  # the package's own split kernels on shapes their plan splits (the check's D64 case does not split)
+  timeout 200 python3 - <<'PY' 2>&1 | tee $OUT/package_split.txt
+import torch
+from wan_fp4 import reference
+from wan_fp4.eval.metrics import rel_l2
+from wan_fp4.kernels import prepare, sm90
+from wan_fp4.kernels.sm90.layout import v_layout_args
+from wan_fp4.kernels.sm90.split import plan, row_segments
+
+for mode, (b, s, h, d) in (("fp8", (1, 8200, 3, 64)), ("fp8", (2, 9000, 1, 64)), ("fp8", (1, 8200, 3, 128))):
+    q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    ops = prepare.prepare_fp8(q, k, v, **v_layout_args(mode))
+    out = sm90.launch(ops, mode, d, prebuilt=True)[0].clone()
+    torch.cuda.synchronize()
+    cl = sm90.default_config(mode, d)["cluster"]
+    p = plan(b, h, s, s, cl)
+    ref = reference.attention(q, k, v, mode, segments=row_segments(b, h, s, s, cl, device="cuda"))
+    exact = reference.attention(q, k, v, "bf16")
+    print(mode, (b, s, h, d), p, "vs its reference", f"{rel_l2(out, ref):.3e}", "vs exact", f"{rel_l2(out, exact):.4f}",
+          "reference vs exact", f"{rel_l2(ref, exact):.4f}", "nan", int(out.isnan().sum()), flush=True)
+PY
+  ;;
 *)
-  echo "usage: job.sh dsl|peers_a|peers_b|sweep|split|bench|d64|prepass"; exit 2
+  echo "usage: job.sh dsl|peers_a|peers_b|sweep|package|package_split|split|bench|d64|prepass"; exit 2
   ;;
 esac
 date -u +%H:%M:%S
