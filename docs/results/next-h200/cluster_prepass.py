@@ -29,41 +29,28 @@ THREADS = 256  # thread t: channels 8 (t % 16) .. +8, rows 8 (t // 16) .. +8 of 
 INV_E4M3_MAX = 1.0 / 448.0
 
 
-def _asm(ret, args, text, constraints, volatile=False):
-    return llvm.inline_asm(ret, args, text, constraints, has_side_effects=volatile, is_align_stack=False,
-                           asm_dialect=llvm.AsmDialect.AD_ATT)
+_TYPES = {Float32: (T.f32, "f"), Float64: (T.f64, "d"), Int32: (T.i32, "r")}
 
 
-@dsl_user_op
-def bf16_lo(w, *, loc=None, ip=None) -> Float32:
-    return Float32(_asm(T.f32(), [Int32(w).ir_value(loc=loc, ip=ip)], "shl.b32 $0, $1, 16;", "=f,r"))
+def _unary(out, arg, text, volatile=False):
+    """One inline-PTX instruction `text` ($0 <- $1) as a DSL op from type `arg` to type `out`;
+    volatile ones are never moved across other side effects (the cluster barrier)."""
+    (out_ty, out_c), in_c = _TYPES[out], _TYPES[arg][1]
+
+    @dsl_user_op
+    def op(x, *, loc=None, ip=None):
+        return out(llvm.inline_asm(out_ty(), [arg(x).ir_value(loc=loc, ip=ip)], text, f"={out_c},{in_c}",
+                                   has_side_effects=volatile, is_align_stack=False,
+                                   asm_dialect=llvm.AsmDialect.AD_ATT))
+    return op
 
 
-@dsl_user_op
-def bf16_hi(w, *, loc=None, ip=None) -> Float32:
-    return Float32(_asm(T.f32(), [Int32(w).ir_value(loc=loc, ip=ip)], "and.b32 $0, $1, 0xFFFF0000;", "=f,r"))
-
-
-@dsl_user_op
-def f32_bits(x, *, loc=None, ip=None) -> Int32:
-    return Int32(_asm(T.i32(), [Float32(x).ir_value(loc=loc, ip=ip)], "mov.b32 $0, $1;", "=r,f"))
-
-
-@dsl_user_op
-def bits_f32(x, *, loc=None, ip=None) -> Float32:
-    return Float32(_asm(T.f32(), [Int32(x).ir_value(loc=loc, ip=ip)], "mov.b32 $0, $1;", "=f,r"))
-
-
-@dsl_user_op
-def ld_dsmem_f64(addr, *, loc=None, ip=None) -> Float64:
-    return Float64(_asm(T.f64(), [Int32(addr).ir_value(loc=loc, ip=ip)], "ld.shared::cluster.f64 $0, [$1];", "=d,r",
-                        volatile=True))  # volatile: never moved above the cluster barrier
-
-
-@dsl_user_op
-def ld_dsmem_f32(addr, *, loc=None, ip=None) -> Float32:
-    return Float32(_asm(T.f32(), [Int32(addr).ir_value(loc=loc, ip=ip)], "ld.shared::cluster.f32 $0, [$1];", "=f,r",
-                        volatile=True))
+bf16_lo = _unary(Float32, Int32, "shl.b32 $0, $1, 16;")  # the low BF16 of a word, as FP32
+bf16_hi = _unary(Float32, Int32, "and.b32 $0, $1, 0xFFFF0000;")
+f32_bits = _unary(Int32, Float32, "mov.b32 $0, $1;")
+bits_f32 = _unary(Float32, Int32, "mov.b32 $0, $1;")
+ld_dsmem_f64 = _unary(Float64, Int32, "ld.shared::cluster.f64 $0, [$1];", volatile=True)
+ld_dsmem_f32 = _unary(Float32, Int32, "ld.shared::cluster.f32 $0, [$1];", volatile=True)
 
 
 @cute.jit
@@ -124,7 +111,6 @@ class ClusterKV:
         blk, bh, _ = cute.arch.block_idx()
         hh, bb = bh % h, bh // h
         cg, rg = t % 16, t // 16
-        warp, lane = t // 32, t % 32
         smem = cutlass.memory.SmemAllocator()
         s_ksum = smem.allocate_tensor(Float64, cute.make_layout((16, 128)), 16)  # (row group, channel)
         s_vmax = smem.allocate_tensor(Float32, cute.make_layout((16, 128)), 16)
@@ -202,25 +188,9 @@ class ClusterKV:
                     x = kx[r, j] - t_k[cg * 8 + j]
                 kx[r, j] = x
                 amax = cute.arch.fmax(amax, cute.math.absf(x))
-        for off in cutlass.range_constexpr(5):
-            amax = cute.arch.fmax(amax, cute.arch.shuffle_sync_bfly(amax, offset=1 << off))
-        if lane == 0:
-            s_red[warp, 0] = amax
-        cute.arch.sync_threads()
-        amax = s_red[0, 0]
-        for i in cutlass.range_constexpr(1, 8):
-            amax = cute.arch.fmax(amax, s_red[i, 0])
-        k_scale, k_inv = pow2_scale(amax)
-        if t == 0:
-            mKs[blk, (hh, bb)] = k_scale
-        gK8 = mK8[None, None, (hh, bb)]
         gV8t = mV8t[None, None, (hh, bb)]
         out = cute.make_rmem_tensor((2,), Int32)
-        for r in cutlass.range_constexpr(8):
-            row = blk * 128 + rg * 8 + r
-            out[0] = pack_e4m3x4(kx[r, 0] * k_inv, kx[r, 1] * k_inv, kx[r, 2] * k_inv, kx[r, 3] * k_inv)
-            out[1] = pack_e4m3x4(kx[r, 4] * k_inv, kx[r, 5] * k_inv, kx[r, 6] * k_inv, kx[r, 7] * k_inv)
-            cute.autovec_copy(out, cute.flat_divide(gK8[row, None], (2,))[(None, cg)])
+        self.block_codes(kx, amax, s_red, 0, mKs, mK8[None, None, (hh, bb)], out, t, blk, bh, h)
         # V: per-channel scales; the codes go through shared memory so that each thread stores 8
         # columns of the kernel's key order (column k of a 32-key group holds key SIGMA[k])
         s_vw = cute.make_tensor(cute.recast_ptr(s_vc.iterator, dtype=Int32),
@@ -263,24 +233,31 @@ class ClusterKV:
                 kx[r, 2 * j + 1] = bf16_hi(wk[j])
                 amax = cute.arch.fmax(amax, cute.math.absf(kx[r, 2 * j]))
                 amax = cute.arch.fmax(amax, cute.math.absf(kx[r, 2 * j + 1]))
+        self.block_codes(kx, amax, s_red, 1, mQs, mQ8[None, None, (hh, bb)], out, t, blk, bh, h)
+        cute.arch.cluster_wait()
+
+
+    @cute.jit
+    def block_codes(self, x, amax, s_red, slot: cutlass.Constexpr, m_scale, g_out, out, t, blk, bh, h):
+        """A 128-row block's power-of-two scale from every thread's amax (warp shuffles, then the 8
+        warps through s_red[:, slot]), stored at m_scale; the thread's (8 rows, 8 channels) of x as
+        E4M3 codes into its rows of g_out (words of four codes)."""
+        warp, lane, cg, rg = t // 32, t % 32, t % 16, t // 16
         for off in cutlass.range_constexpr(5):
             amax = cute.arch.fmax(amax, cute.arch.shuffle_sync_bfly(amax, offset=1 << off))
         if lane == 0:
-            s_red[warp, 1] = amax
+            s_red[warp, slot] = amax
         cute.arch.sync_threads()
-        amax = s_red[0, 1]
+        amax = s_red[0, slot]
         for i in cutlass.range_constexpr(1, 8):
-            amax = cute.arch.fmax(amax, s_red[i, 1])
-        q_scale, q_inv = pow2_scale(amax)
+            amax = cute.arch.fmax(amax, s_red[i, slot])
+        scale, inv = pow2_scale(amax)
         if t == 0:
-            mQs[blk, (hh, bb)] = q_scale
-        gQ8 = mQ8[None, None, (hh, bb)]
+            m_scale[blk, (bh % h, bh // h)] = scale
         for r in cutlass.range_constexpr(8):
-            row = blk * 128 + rg * 8 + r
-            out[0] = pack_e4m3x4(kx[r, 0] * q_inv, kx[r, 1] * q_inv, kx[r, 2] * q_inv, kx[r, 3] * q_inv)
-            out[1] = pack_e4m3x4(kx[r, 4] * q_inv, kx[r, 5] * q_inv, kx[r, 6] * q_inv, kx[r, 7] * q_inv)
-            cute.autovec_copy(out, cute.flat_divide(gQ8[row, None], (2,))[(None, cg)])
-        cute.arch.cluster_wait()
+            out[0] = pack_e4m3x4(x[r, 0] * inv, x[r, 1] * inv, x[r, 2] * inv, x[r, 3] * inv)
+            out[1] = pack_e4m3x4(x[r, 4] * inv, x[r, 5] * inv, x[r, 6] * inv, x[r, 7] * inv)
+            cute.autovec_copy(out, cute.flat_divide(g_out[blk * 128 + rg * 8 + r, None], (2,))[(None, cg)])
 
 
 def _args(n_blk, ptrs=None, sizes=(1, 1, 128), stream=None):
