@@ -243,6 +243,22 @@ def test_a_split_tail_config_is_checked_against_the_reference_in_the_kernels_seg
         assert torch.equal(part, want[:, rows])
 
 
+def test_a_default_that_splits_is_checked_against_the_reference_in_the_kernels_segments():
+    """fp8's sm90 default splits its last partial wave (config.HEAD_DIM_CONFIG): the plain check's
+    fp8 cases follow the plan too, direct-p's (no split) the mode's reference."""
+    from wan_fp4 import reference
+    from wan_fp4.kernels.sm90.split import row_segments
+
+    g = torch.Generator().manual_seed(9)
+    q = torch.randn(1, 1000, 3, 64, generator=g).to(torch.bfloat16)
+    k, v = (torch.randn(1, 8192, 3, 64, generator=g).to(torch.bfloat16) for _ in range(2))
+    plain = {c.mode: c for c in D.cases("full", ["sm90-cute"]) if c.probe == "attention" and not c.options.get("config")}
+    seg = row_segments(1, 3, 1000, 8192)  # fp8 at D64: cluster 1, every tile in halves
+    assert bool((seg == 2).all())
+    assert torch.equal(D.case_reference(q, k, v, plain["fp8"])[0], reference.attention(q, k, v, "fp8", segments=seg))
+    assert torch.equal(D.case_reference(q, k, v, plain["direct-p"])[0], reference.attention(q, k, v, "direct-p"))
+
+
 def test_a_headroom_config_is_checked_against_the_reference_under_its_rule():
     """check --configs '[{"headroom": 16}]': the sm90 cases compare with reference.direct_p_headroom
     (2 log2 units), the others with the mode's reference."""

@@ -248,19 +248,21 @@ def probe_attention(case, ctx):
 def case_reference(q, k, v, case, rows=None, s_q=None):
     """(out, LSE) of the reference the case's kernel follows: the mode's, or for an sm90 config
     with another `headroom` (codes; 8 per log2 unit; 0 = the running max) the direct-p reference
-    under that row reference, and for one with `split_tail` with the split rows' keys in the
-    kernel's segments (kernels/sm90/split.py). rows: the query rows q holds of the call's s_q
-    (None: all)."""
+    under that row reference, and where the kernel's config (the case's over the default) has
+    `split_tail` with the split rows' keys in the kernel's segments (kernels/sm90/split.py). rows:
+    the query rows q holds of the call's s_q (None: all)."""
     config = case.options.get("config") or {}
     segments = None
-    if case.kernel == "sm90-cute" and config.get("split_tail"):
+    if case.kernel == "sm90-cute":
         from ..kernels.sm90 import default_config
         from ..kernels.sm90.split import row_segments
 
         b, _, h, d = q.shape
-        s_q = q.shape[1] if s_q is None else s_q
-        segments = row_segments(b, h, s_q, k.shape[1], default_config(case.mode, d, config)["cluster"])
-        segments = segments if rows is None else segments[:, :, rows.cpu()]
+        cfg = default_config(case.mode, d, config)
+        if cfg["split_tail"]:
+            s_q = q.shape[1] if s_q is None else s_q
+            segments = row_segments(b, h, s_q, k.shape[1], cfg["cluster"])
+            segments = segments if rows is None else segments[:, :, rows.cpu()]
     codes = config.get("headroom", DIRECT_P_HEADROOM)
     if case.mode != "direct-p" or codes == DIRECT_P_HEADROOM:
         return reference.attention(q, k, v, case.mode, fp4=case.fp4, return_lse=True, segments=segments)
