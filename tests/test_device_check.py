@@ -275,3 +275,40 @@ def test_a_headroom_config_is_checked_against_the_reference_under_its_rule():
     assert not torch.equal(out, today)
     plain = next(c for c in D.cases("full", ["sm90-cute"]) if c.probe == "attention" and c.mode == "direct-p")
     assert torch.equal(D.case_reference(q, k, v, plain)[0], today)
+
+
+@pytest.mark.parametrize("fault", [None, "byte", "flag"])
+def test_the_short_pre_pass_probe_fails_on_one_wrong_byte_or_flag(monkeypatch, fault):
+    """The probe's judgement, on the CPU with prepare_short stood in by prepare_fp8 (its torch
+    path, on both sides) with its range statistics as rows, as the kernel writes them: it passes
+    when the bytes and the reduced rows agree, fails on one differing code byte or one lost
+    non-finite flag."""
+    from wan_fp4.kernels import prepare
+    from wan_fp4.kernels.sm90 import prepass
+
+    on_torch = prepare.prepare_fp8
+    monkeypatch.setattr(prepare, "prepare_fp8", lambda *a, **kw: on_torch(*a, backend="torch", **kw))  # fast here
+
+    def fake(q, k, v, mode, prebuilt=None):
+        ops = on_torch(q, k, v, backend="torch", **prepass.v_layout_args(mode))
+        b, s, h, _ = q.shape
+        rows = torch.zeros(b, h, -(-s // 128), prepare.RANGE_STATS)
+        rows[-1, -1, -1] = ops.range_stats
+        if fault == "byte":
+            ops.k8.view(torch.uint8)[0, 0, 3, 5] ^= 1
+        if fault == "flag":
+            rows[..., 2:] = 0
+        ops.range_stats = rows
+        return ops
+
+    monkeypatch.setattr(prepass, "prepare_short", fake)
+    monkeypatch.setattr(D, "unavailable", lambda case, device: "")
+    short = [c for c in D.cases("full", ["sm90-cute"]) if c.probe == "short-prepass"]
+    todo = [c for c in short if c.shape[1] <= 320 and not c.options] + [c for c in short if c.options.get("poison")][:1]
+    rows = D.run(todo, torch.device("cpu"))["cases"]
+    status = {r["name"]: r["status"] for r in rows}
+    clean = [r["name"] for r in rows if "nan" not in r["name"] and "inf" not in r["name"]]
+    poisoned = [r["name"] for r in rows if r["name"] not in clean]
+    assert clean and poisoned
+    assert {status[n] for n in clean} == ({"FAIL"} if fault == "byte" else {"ok"}), rows
+    assert {status[n] for n in poisoned} == ({"FAIL"} if fault == "flag" else {"ok"}), rows

@@ -1,8 +1,8 @@
 # The H200 jobs for issue 16, kept in the repo so a fresh checkout still has them. `split`, `bench`
 # and `prepass` ran on 2026-12-05 (docs/results/2026-12-05-h200/); `peers_a`, `peers_b` and `sweep`,
 # the one run with every peer on the kernels as they stand, the check first, ran the same day
-# (docs/results/2026-12-05b-h200/). What is left (docs/SM90_GEN2.md item 30) starts with `cluster`,
-# a prototype compiled on the CPU and not yet run. Prepare on the CPU first:
+# (docs/results/2026-12-05b-h200/). What is left (docs/SM90_GEN2.md item 30) starts with `short`,
+# the short-head pre-pass, built and compiled on the CPU and not yet run. Prepare on the CPU first:
 #   ../shared/gpu/bundle.sh py && ../shared/gpu/bundle.sh dsl
 #   scripts/pack_sage2_source.sh /path/to/SageAttention    (commit d1a57a5)
 #   python3 scripts/build_prebuilt.py --only sm90 --out .device/sm90 --sm90-config '{"split_tail": true}' --sm90-head-dims 128 64
@@ -16,8 +16,8 @@
 #   bash docs/results/next-h200/job.sh sweep    carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", ".device/sm90"]
 #   bash docs/results/next-h200/job.sh package (or package_split)  carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", "wan_fp4/kernels/prebuilt/sm90a"]
 #     (the folder carries its linked shims, which git ignores; without them no prebuilt kernel loads)
-#   bash docs/results/next-h200/job.sh cluster  (the DSL in three parts first) carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", "wan_fp4/kernels/prebuilt/sm90a"]
-#     docs/SM90_GEN2.md item 30 (a)'s prototype, `cluster_prepass.py` here: prepared 2026-12-05, not run yet
+#   bash docs/results/next-h200/job.sh short  carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", "wan_fp4/kernels/prebuilt/sm90a"]
+#     docs/SM90_GEN2.md item 30 (a), the short-head pre-pass: prepared 2026-12-05, not run yet (no DSL needed)
 # (`split`, `bench`, `d64`, `prepass` and `sweep` need only the py bundle and .device/sm90; `dsl`
 # unpacks a whole dsl bundle where it fits.)
 # Copy this script and $OUT's files to docs/results/<date>-h200/.
@@ -25,7 +25,7 @@ set -o pipefail
 export PYTHONUNBUFFERED=1
 case "$1" in
 dsl) source .device/install.sh dsl || exit 4; ls -la /tmp/site/.dsl.done; exit 0 ;;
-peers_a|peers_b|cluster) ls /tmp/site/.dsl.done || { echo "no dsl on this machine: run job.sh dsl first"; exit 3; }
+peers_a|peers_b) ls /tmp/site/.dsl.done || { echo "no dsl on this machine: run job.sh dsl first"; exit 3; }
   source .device/install.sh dsl py || exit 4 ;;
 *) source .device/install.sh py || exit 4 ;;
 esac
@@ -168,13 +168,24 @@ for mode, (b, s, h, d) in (("fp8", (1, 8200, 3, 64)), ("fp8", (2, 9000, 1, 64)),
           "reference vs exact", f"{rel_l2(ref, exact):.4f}", "nan", int(out.isnan().sum()), flush=True)
 PY
   ;;
-cluster)
-  # item 30 (a)'s prototype: K and V statistics and codes in one cluster launch, its bytes against
-  # prepare_fp8's, then timed from a CUDA graph beside the pre-pass (needs the DSL: JIT here)
-  timeout 300 python3 docs/results/next-h200/cluster_prepass.py 2>&1 | tee $OUT/cluster_prepass.txt
+short)
+  # item 30 (a), the short-head pre-pass (kernels/sm90/prepass.py, off by default), from the package's
+  # own prebuilt kernels: its bytes against prepare_fp8's (the check's "short pre-pass" cases, first,
+  # under a time limit: a cluster barrier that never completes would hang here), then the rest of the
+  # check, then the floor's rows with it on and off beside cuDNN BF16
+  timeout -k 10 120 python3 - <<'PY' 2>&1 | tee $OUT/check_short.txt
+import torch
+from wan_fp4.eval import device_check as D
+todo = [c for c in D.cases("full", ["sm90-cute"]) if c.probe == "short-prepass"]
+res = D.run(todo, torch.device("cuda"), prebuilt=True)
+print("short pre-pass cases ok:", res["ok"])
+PY
+  timeout 330 python3 -m wan_fp4.cli check --kernels sm90-cute > $OUT/check_package.txt 2>&1; echo "check rc=$?"
+  tail -1 $OUT/check_package.txt; grep -E "^(FAIL|ERROR)" $OUT/check_package.txt | head -20
+  timeout 120 python3 scripts/profile_sm90_device.py floor 2>&1 | tee $OUT/floor.txt
   ;;
 *)
-  echo "usage: job.sh dsl|peers_a|peers_b|sweep|package|package_split|cluster|split|bench|d64|prepass"; exit 2
+  echo "usage: job.sh dsl|peers_a|peers_b|sweep|package|package_split|short|split|bench|d64|prepass"; exit 2
   ;;
 esac
 date -u +%H:%M:%S
