@@ -44,6 +44,8 @@ def test_the_short_path_takes_self_attention_of_at_most_1024_bf16_tokens():
     assert "self-attention" in prepass.short_reason(q, k[:, :512], v[:, :512])
     assert "at most 1024 tokens" in prepass.short_reason(*_qkv(s=1025))
     assert "head dim" in prepass.short_reason(*_qkv(d=96))
+    many = torch.empty(1, 1, 1, 128, dtype=torch.bfloat16).expand(2, 8, 32768, 128)  # B * H = 65,536 heads
+    assert "B * H <= 65535" in prepass.short_reason(many, many, many)
     assert "q must be bfloat16" in prepass.short_reason(*_qkv(dtype=torch.float16))
     odd = torch.randn(1, 300, 2, 130).bfloat16()[..., :128]  # rows 260 bytes apart: not 16-byte aligned
     assert "16-byte aligned" in prepass.short_reason(odd, odd, odd)

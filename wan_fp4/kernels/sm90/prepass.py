@@ -29,6 +29,7 @@ MAX_BLOCKS = 8  # CTAs of a portable cluster: heads of at most 1,024 keys
 MAX_TOKENS = MAX_BLOCKS * QK_SCALE_BLOCK
 THREADS = 256
 PIECES = 8  # 16-byte pieces of a V^T row's 128 columns of a block
+GRID_Y_MAX = 65535  # CUDA's limit on gridDim.y
 ARCH = "sm_90a"
 # the wrapper's parameters as `prepare_short` passes them: q, k, v, q8, k8, v8t, q_scale, k_scale,
 # v_scale, k_mean, range_stats; q, k, v's (batch, token, head) strides in elements; b, h, s; stream
@@ -56,7 +57,8 @@ def v_columns() -> dict:
 
 def short_reason(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> str:
     """Why this pre-pass cannot take (q, k, v) ("" if it can): self-attention of 1 to 1,024
-    tokens, BF16, D 64 or 128, channels contiguous and every row on a 16-byte boundary."""
+    tokens, BF16, D 64 or 128, B * H within the grid, channels contiguous and every row on a
+    16-byte boundary."""
     b, s, h, d = q.shape
     if k.shape != q.shape or v.shape != q.shape:
         return f"needs self-attention (q, k, v of one shape), got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
@@ -64,6 +66,8 @@ def short_reason(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> str:
         return f"a cluster holds at most {MAX_TOKENS} tokens per head, got {s}"
     if d not in (64, 128):
         return f"head dim 64 or 128, got {d}"
+    if b * h > GRID_Y_MAX:
+        return f"one cluster per (batch, head) on the grid's y axis: needs B * H <= {GRID_Y_MAX}, got {b * h}"
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.dtype != torch.bfloat16:
             return f"{name} must be bfloat16, got {t.dtype}"
