@@ -277,12 +277,13 @@ def test_a_headroom_config_is_checked_against_the_reference_under_its_rule():
     assert torch.equal(D.case_reference(q, k, v, plain)[0], today)
 
 
-@pytest.mark.parametrize("fault", [None, "byte", "flag"])
-def test_the_short_pre_pass_probe_fails_on_one_wrong_byte_or_flag(monkeypatch, fault):
+@pytest.mark.parametrize("fault", [None, "byte", "flag", "output"])
+def test_the_short_pre_pass_probe_fails_on_one_wrong_byte_flag_or_output(monkeypatch, fault):
     """The probe's judgement, on the CPU with prepare_short stood in by prepare_fp8 (its torch
-    path, on both sides) with its range statistics as rows, as the kernel writes them: it passes
-    when the bytes and the reduced rows agree, fails on one differing code byte or one lost
-    non-finite flag."""
+    path, on both sides) with its range statistics as rows, as the kernel writes them, and the
+    kernel by a function of its operands: it passes when the bytes, the reduced rows and the
+    outputs agree, fails on one differing code byte, one lost non-finite flag, or a kernel after
+    the short pre-pass whose output differs."""
     from wan_fp4.kernels import prepare
     from wan_fp4.kernels.sm90 import prepass
 
@@ -301,6 +302,14 @@ def test_the_short_pre_pass_probe_fails_on_one_wrong_byte_or_flag(monkeypatch, f
         ops.range_stats = rows
         return ops
 
+    def launch(ops, mode, d, config=None, prebuilt=None):  # stands in for the kernel: a function of its operands
+        out = ops.q8.float().sum() + 2 * ops.k8.float().sum() + 3 * ops.v8t.float().sum()
+        out = out + float(fault == "output" and bool(config))
+        return out, out * 0  # (O, LSE)
+
+    from wan_fp4.kernels import sm90
+
+    monkeypatch.setattr(sm90, "launch", launch)
     monkeypatch.setattr(prepass, "prepare_short", fake)
     monkeypatch.setattr(D, "unavailable", lambda case, device: "")
     short = [c for c in D.cases("full", ["sm90-cute"]) if c.probe == "short-prepass"]
@@ -310,5 +319,5 @@ def test_the_short_pre_pass_probe_fails_on_one_wrong_byte_or_flag(monkeypatch, f
     clean = [r["name"] for r in rows if "nan" not in r["name"] and "inf" not in r["name"]]
     poisoned = [r["name"] for r in rows if r["name"] not in clean]
     assert clean and poisoned
-    assert {status[n] for n in clean} == ({"FAIL"} if fault == "byte" else {"ok"}), rows
+    assert {status[n] for n in clean} == ({"FAIL"} if fault in ("byte", "output") else {"ok"}), rows
     assert {status[n] for n in poisoned} == ({"FAIL"} if fault == "flag" else {"ok"}), rows

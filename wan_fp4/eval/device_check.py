@@ -332,9 +332,11 @@ def probe_prebuilt_jit(case, ctx):
 
 def probe_short_prepass(case, ctx):
     """The short-head pre-pass (kernels/sm90/prepass.py) writes prepare_fp8's bytes in the sm90
-    layout, its range statistics' rows reduce to prepare_fp8's, and the score check raises for a
-    poisoned input as it does (whose codes and scales are no contract: only the flags and the
-    check are judged there); options["fused"]: q, k, v are views of one (B, S, 3, H, D) tensor."""
+    layout, its range statistics' rows reduce to prepare_fp8's, the kernel that follows it
+    (config.SHORT_CONFIG) gives the plain kernel's output and LSE bit for bit, and the score check
+    raises for a poisoned input as it does (whose codes and scales are no contract: only the flags
+    and the check are judged there); options["fused"]: q, k, v are views of one (B, S, 3, H, D)
+    tensor."""
     from ..kernels.prepare import RANGE_STATS, prepare_fp8
     from ..kernels.sm90.layout import v_layout_args
     from ..kernels.sm90.prepass import prepare_short, short_reason
@@ -361,8 +363,18 @@ def probe_short_prepass(case, ctx):
         except ValueError as e:
             raised.append(str(e).split(" ")[0])
     m["check_disagrees"] = int(raised[0] != raised[1])
-    fractions = {k: v for k, v in m.items() if k not in ("scale_maxima", "flags", "check_disagrees")}
-    detail = f"differing fractions {fractions}"
+    if not case.options.get("poison"):
+        # the whole call's kernel after each: the plain one, and the short path's (its dependent)
+        from ..kernels import sm90
+        from ..kernels.sm90.config import SHORT_CONFIG
+
+        d = q.shape[-1]
+        plain = sm90.launch(want, case.mode, d, prebuilt=ctx.prebuilt)
+        short = sm90.launch(got, case.mode, d, config=SHORT_CONFIG, prebuilt=ctx.prebuilt)
+        _sync(ctx.device)
+        m["output_differing"] = sum(int((a != b).sum()) for a, b in zip(plain, short))
+    fractions = {k: v for k, v in m.items() if k not in ("scale_maxima", "flags", "check_disagrees", "output_differing")}
+    detail = f"differing fractions {fractions}, output and LSE elements differing {m.get('output_differing')}"
     return m, detail + f"; check raises for: prepare_fp8 {raised[0]}, short {raised[1]}"
 
 
@@ -616,7 +628,7 @@ def _sm90(suite, configs):
             tol = {"flags": 0, "check_disagrees": 0}
             if "poison" not in opts:
                 tol.update({"q8": 0, "k8": 0, "v8t": 0, "q_scale": 0, "k_scale": 0, "v_scale": 0, "k_mean": 0,
-                            "scale_maxima": 0})
+                            "scale_maxima": 0, "output_differing": 0})
             out.append(Case("sm90-cute", label, "short-prepass", mode, (b, sq, skv, h, d), inputs=inputs,
                             tol=tol, options=opts, seed=20261205 + d))
     shapes = [("B2 H3 S1000", (2, 1000, 1000, 3, 128), ()),
