@@ -17,8 +17,6 @@ every input it refuses, goes to prepare_fp8: the same bytes, so the fallback is 
 """
 from __future__ import annotations
 
-import threading
-
 import torch
 
 from ...modes import QK_SCALE_BLOCK
@@ -30,7 +28,6 @@ MAX_TOKENS = MAX_BLOCKS * QK_SCALE_BLOCK
 THREADS = 256
 PIECES = 8  # 16-byte pieces of a V^T row's 128 columns of a block
 GRID_Y_MAX = 65535  # CUDA's limit on gridDim.y
-ARCH = "sm_90a"
 # the wrapper's parameters as `prepare_short` passes them: q, k, v, q8, k8, v8t, q_scale, k_scale,
 # v_scale, k_mean, range_stats; q, k, v's (batch, token, head) strides in elements; b, h, s; stream
 SIGNATURE = ("void*",) * 11 + ("int64_t",) * 9 + ("int32_t",) * 3 + ("stream",)
@@ -76,10 +73,6 @@ def short_reason(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> str:
     return ""
 
 
-_cache: dict = {}
-_lock = threading.Lock()
-
-
 def _args(ptrs=None, strides=(0,) * 9, sizes=(1, 1, 128), stream=None):
     import cutlass
     from cutlass import Int32, Int64
@@ -97,16 +90,16 @@ def _args(ptrs=None, strides=(0,) * 9, sizes=(1, 1, 128), stream=None):
 def compile_prepass(mode: str, head_dim: int, *, options: str = ""):
     """The kernel for (mode, D), compiled (cached) for sm_90a; works without a GPU. One kernel
     serves every head of 1 to MAX_BLOCKS key blocks (the cluster's size is set at launch)."""
-    key = (mode, head_dim, options)
-    with _lock:
-        if key not in _cache:
-            import cutlass.cute as cute
+    from .compile import ARCH, arch_options, cached
 
-            from .prepass_kernel import ShortPrepass
+    def build():
+        import cutlass.cute as cute
 
-            _cache[key] = cute.compile(ShortPrepass(head_dim, mode), *_args(),
-                                       options=f"--gpu-arch {ARCH} {options}".strip())
-        return _cache[key]
+        from .prepass_kernel import ShortPrepass
+
+        return cute.compile(ShortPrepass(head_dim, mode), *_args(), options=arch_options(options))
+
+    return cached(("short pre-pass", mode, head_dim, ARCH, options), build)
 
 
 def prepass_name(mode: str, head_dim: int) -> str:
