@@ -6,6 +6,7 @@ on CPU nothing else can run Triton). The GPU run of the same comparison is
 `wan-fp4 check --kernels triton`.
 """
 import importlib
+import math
 import os
 import sys
 
@@ -349,6 +350,19 @@ def test_non_finite_inputs_raise_naming_the_tensor(backend, name, value, block):
         ops.check_score_range("direct-p", 64 ** -0.5)
     with pytest.raises(ValueError, match=rf"^{name} contains NaN or inf"):
         reference.attention(q, k, v, mode="direct-p")
+
+
+def test_finite_keys_whose_smoothing_overflows_raise_not_nan():
+    """k - mean overflows FP32 for finite keys of both signs near its limit. The torch path (as
+    the short pre-pass) flags no non-finite input; its scale is inf, its codes NaN and the score
+    bound NaN, which the check must not let through. (Triton's flag, taken after smoothing, raises
+    the non-finite error instead.)"""
+    q, k, v = _inputs(1, 129, 129, 2, 64, seed=7)
+    k[0, 0, 0, 0], k[0, 1:, 0, 0] = 3e38, -3e38
+    ops = prepare.prepare_fp8(q, k, v, backend="torch")
+    assert ops.range_stats[2:].tolist() == [0.0, 0.0, 0.0] and math.isinf(ops.range_stats[1])
+    with pytest.raises(ValueError, match=r"^k less its channel mean overflows FP32"):
+        ops.check_score_range("direct-p", 64 ** -0.5)
 
 
 def test_the_check_takes_the_maximum_over_range_statistics_rows():

@@ -244,6 +244,16 @@ def test_huge_scores_name_the_problem(mode, q_mul, k_mul):
         reference.attention(q * q_mul, k * k_mul, v, mode)
 
 
+@pytest.mark.parametrize("mode", ["fp8", "direct-p"])
+def test_finite_keys_whose_smoothing_overflows_are_an_error_not_nan(mode):
+    # k - mean overflows FP32 for finite BF16 keys of opposite sign near its limit: that block's
+    # scale would be inf and its codes NaN
+    q, k, v = (t.float() for t in _qkv(1, 129, 129, 2, 64, seed=23))
+    k[0, 0, 0, 0], k[0, 1:, 0, 0] = 3e38, -3e38
+    with pytest.raises(ValueError, match=r"^k less its channel mean overflows FP32"):
+        reference.attention(q, k, v, mode)
+
+
 def test_fp8_fold_breaks_past_the_score_limit(monkeypatch):
     # fp8 takes p = 2^fl(s qk + fl(8 - m)), the kernels' FMA fold: the row max's own exponent is 8
     # plus z's rounding errors, each up to ulp(m) / 2, not exactly 8. At k * 1e30 (|m| ~ 2^103) 2^that overflows or

@@ -90,6 +90,13 @@ def non_finite_error(name: str) -> ValueError:
     return ValueError(f"{name} contains NaN or inf; the low-precision modes need finite inputs")
 
 
+def smoothing_overflow_error() -> ValueError:
+    """The error for finite keys whose smoothing, k less its channel mean, overflows FP32: the
+    block's scale would be inf and its codes NaN."""
+    return ValueError("k less its channel mean overflows FP32 (finite keys of both signs near FP32's "
+                      "limit); k is far outside attention's usual range: rescale it, or use mode='bf16'")
+
+
 @lru_cache(maxsize=256)  # asked on every kernel call; rounding through torch costs host time
 def log2_scale(scale: float) -> float:
     """c, the score-to-log2 factor every mode uses: fl(log2(e) * scale), except at the default
@@ -164,7 +171,10 @@ def quantize_fp8(q, k, v) -> FP8Operands:
     qf, kf, vf = (t.to(torch.float32) for t in (q, k, v))
     q8, q_scale = quantize_blocks(qf)
     k_mean = key_mean(k)
-    k8, k_scale = quantize_blocks(kf - k_mean.unsqueeze(1))
+    smoothed = kf - k_mean.unsqueeze(1)
+    if not torch.isfinite(smoothed).all() and torch.isfinite(kf).all():
+        raise smoothing_overflow_error()
+    k8, k_scale = quantize_blocks(smoothed)
     v_scale = pow2_scale(vf.abs().amax(dim=1))  # (B, H, D)
     v8 = formats.e4m3_encode(vf / v_scale.unsqueeze(1)).view(torch.float8_e4m3fn)
     return FP8Operands(q8, k8, v8, q_scale, k_scale, v_scale, k_mean)
@@ -194,6 +204,8 @@ def check_score_range(mode: str, c: float, q8, q_scale, k8, k_scale, *, scale_pr
         return
     bound = (_scaled_row_norm_max(q8, q_scale) * _scaled_row_norm_max(k8, k_scale)).amax().item()
     bound *= c * _SCORE_BOUND_SLACK
+    if not math.isfinite(bound):  # finite inputs (checked before) whose smoothed K overflowed
+        raise smoothing_overflow_error()
     if bound >= MAX_SCORE_LOG2:
         raise ValueError(
             f"{mode}: q . k * scale can reach {bound * LN2:.3g} for these q and k, beyond the "
