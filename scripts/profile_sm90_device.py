@@ -18,9 +18,10 @@ percall: where a short call's time goes, at B1 H40 S1024 (the fixed per-call cos
   same two ways; then torch.profiler over 100 eager calls (each op's CPU and CUDA time, kernels
   per call); a Chrome trace goes to --trace if given.
 floor: what a short call cannot go below, at B1 H40 D128, S 1,024 and 4,096, each from a CUDA graph:
-  the whole call (as it is, then with config.SHORT_PREPASS off and on), the short-head pre-pass
-  (kernels/sm90/prepass.py, one cluster launch; at 1,024 tokens only) alone, + the kernel, and +
-  the kernel launched as its programmatic dependent (config.SHORT_CONFIG), the pre-pass, its column statistics' partials alone (which every code waits for:
+  the whole call (as it is, then with config.SHORT_PREPASS off and on, K and V in registers and
+  staged: config.SHORT_STAGE_KV), the short-head pre-pass (kernels/sm90/prepass.py, one cluster
+  launch; at 1,024 tokens only) alone, + the kernel, and + the kernel launched as its programmatic
+  dependent (config.SHORT_CONFIG), its staged variant alone and + its dependent, the pre-pass, its column statistics' partials alone (which every code waits for:
   K's mean and V's channel amax span all keys), the kernel alone, then the statistics + the kernel,
   a one-launch E4M3 cast of Q, K and V (no scales: the bytes' floor of any pre-pass) + the kernel,
   the same cast of K and V only + the kernel (Q quantised in the kernel, at no cost), the
@@ -393,27 +394,36 @@ def floor(lengths=(1024, 4096), calls=20):
             with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
                 return F.scaled_dot_product_attention(qt, kt, vt)
 
-        def short(on):  # the whole call with config.SHORT_PREPASS set to `on`
+        def short(on, staged=False):  # the whole call with config.SHORT_PREPASS and SHORT_STAGE_KV so
             def call():
-                saved, sm90.config.SHORT_PREPASS = sm90.config.SHORT_PREPASS, on
+                cfg = sm90.config
+                saved = cfg.SHORT_PREPASS, cfg.SHORT_STAGE_KV
+                cfg.SHORT_PREPASS, cfg.SHORT_STAGE_KV = on, staged
                 try:
                     return wan_fp4.attention(q, k, v, mode, kernel="sm90-cute")
                 finally:
-                    sm90.config.SHORT_PREPASS = saved
+                    cfg.SHORT_PREPASS, cfg.SHORT_STAGE_KV = saved
             return call
+
+        def short_pre_pass(staged):
+            return lambda: prepass.prepare_short(q, k, v, mode, stage_kv=staged, prebuilt=True)
+
+        def dependent():  # the kernel as the short pre-pass's programmatic dependent
+            sm90.launch(ops, mode, d, config=sm90.config.SHORT_CONFIG, out=out, lse=lse, prebuilt=True)
 
         cast_qkv, cast_kv = _cast_floor((q, k, v)), _cast_floor((k, v))
         local_k = local_k_pre_pass(q, k, v, mode)[0]
-        short_pre_pass = lambda: prepass.prepare_short(q, k, v, mode, prebuilt=True)  # noqa: E731
+        in_regs, staged = short_pre_pass(False), short_pre_pass(True)
         parts = {
             "whole call (wan_fp4.attention)": lambda: wan_fp4.attention(q, k, v, mode, kernel="sm90-cute"),
             "whole call, the short pre-pass off": short(False),
             "whole call, the short pre-pass on": short(True),
-            "short pre-pass (one cluster launch)": short_pre_pass,
-            "short pre-pass + kernel": lambda: (short_pre_pass(), kernel()),
-            "short pre-pass + kernel as its dependent (pdl)": lambda: (
-                short_pre_pass(), sm90.launch(ops, mode, d, config=sm90.config.SHORT_CONFIG, out=out, lse=lse,
-                                              prebuilt=True)),
+            "whole call, the short pre-pass on, K, V staged": short(True, staged=True),
+            "short pre-pass (one cluster launch)": in_regs,
+            "short pre-pass + kernel": lambda: (in_regs(), kernel()),
+            "short pre-pass + kernel as its dependent (pdl)": lambda: (in_regs(), dependent()),
+            "short pre-pass, K, V staged": staged,
+            "short pre-pass, K, V staged + kernel as its dependent": lambda: (staged(), dependent()),
             "pre-pass": lambda: prepare.prepare_fp8(q, k, v, **layout),
             "column statistics alone (their partials)": column_stats,
             "kernel alone": kernel,

@@ -96,24 +96,28 @@ def test_the_call_launches_the_kernel_with_the_options_that_follow_its_operands(
 
 @pytest.mark.parametrize("mode", ["direct-p", "fp8"])
 @pytest.mark.parametrize("d", [64, 128])
-def test_compiles_to_one_cluster_exchange_with_wide_accesses_and_no_spills(mode, d):
+@pytest.mark.parametrize("staged", [False, True], ids=["kv-registers", "kv-staged"])
+def test_compiles_to_one_cluster_exchange_with_wide_accesses_and_no_spills(mode, d, staged):
     pytest.importorskip("cutlass")
     from ptx_addressing import AddressAudit, global_accesses
 
     from wan_fp4.eval import sass_profile
     from wan_fp4.kernels.sm90.compile import cubin_of, ptx_of
 
-    dump = DUMP / f"{mode}{d}"
+    dump = DUMP / f"{mode}{d}{staged}"
     dump.mkdir(exist_ok=True)
-    compiled = prepass.compile_prepass(mode, d, options=f"--keep-ptx --keep-cubin --dump-dir {dump}")
+    compiled = prepass.compile_prepass(mode, d, staged, options=f"--keep-ptx --keep-cubin --dump-dir {dump}")
     ptx = ptx_of(compiled)
-    wanted = r"\b((?:ld|st)\.global[\w.]*|barrier\.cluster\.\w+|ld\.shared::cluster\.\w+)"
+    wanted = r"\b((?:ld|st)\.global[\w.]*|barrier\.cluster\.\w+|ld\.shared::cluster\.\w+|cp\.async[\w.]*)"
     ops = collections.Counter(re.findall(wanted, ptx))
     rows = prepass.geometry(d)[2]
     # one barrier to exchange the column partials, one so that no CTA leaves while read
     assert ops["barrier.cluster.arrive"] == ops["barrier.cluster.wait"] == 2
     assert ops["ld.shared::cluster.f64"] >= 1 and ops["ld.shared::cluster.f32"] >= 1
-    assert ops["ld.global.v4.b32"] == 3 * rows  # Q, K, V: 16 bytes per row of the thread
+    # Q, K, V: 16 bytes per row of the thread; staged, K's and V's by cp.async past L1, one group
+    assert ops["ld.global.v4.b32"] == (1 if staged else 3) * rows
+    assert ops["cp.async.cg.shared.global"] == (2 * rows if staged else 0)
+    assert ops["cp.async.wait_group"] == ops["cp.async.commit_group"] == int(staged)
     assert ops["st.global.v2.b32"] == 2 * rows  # Q and K codes: 8 per row of the thread
     assert ops["st.global.v4.b32"] == d * prepass.PIECES // prepass.THREADS  # V^T in 16-byte pieces
     assert ".local" not in ptx
@@ -128,12 +132,18 @@ def test_compiles_to_one_cluster_exchange_with_wide_accesses_and_no_spills(mode,
     cubin = cubin_of(compiled)
     sass = collections.Counter(i.base for i in sass_profile.parse_sass(sass_profile._cuobjdump(cubin, "-sass", exe)))
     assert sass["LDL"] == sass["STL"] == 0
-    assert sass_profile.resources(sass_profile._cuobjdump(cubin, "-res-usage", exe))["stack"] == 0
+    res = sass_profile.resources(sass_profile._cuobjdump(cubin, "-res-usage", exe))
+    assert res["stack"] == 0
+    if staged:  # two CTAs per SM: half the register file and half of the 228 KiB each, with 1 KiB reserved
+        smem = sass_profile.dynamic_smem_bytes(compiled)
+        assert res["reg"] <= 65536 // (2 * prepass.THREADS)
+        assert 2 * (smem + res["shared_static"] + 1024) <= 228 * 1024
 
 
 def test_prebuilt_objects_export_the_signature_prepare_short_passes():
-    """Each (mode, D) has its pre-pass prebuilt, with the signature prepare_short passes, and the
-    attention kernel that follows it (host.launch's config for at most 1,024 keys)."""
+    """Each (mode, D) has its pre-pass prebuilt in both variants (K and V in registers, staged),
+    with the signature prepare_short passes, and the attention kernel that follows it
+    (host.launch's config for at most 1,024 keys)."""
     from wan_fp4.kernels import aot
     from wan_fp4.kernels.sm90 import default_config
     from wan_fp4.kernels.sm90.aot import PREBUILT, kernel_name
@@ -142,9 +152,10 @@ def test_prebuilt_objects_export_the_signature_prepare_short_passes():
     rebuild = "run `python scripts/build_prebuilt.py --only sm90`"
     for mode in ("direct-p", "fp8"):
         for d in (64, 128):
-            name = prepass.prepass_name(mode, d)
-            assert PREBUILT.check(name) is None, rebuild
-            header = (PREBUILT.directory / f"{name}.h").read_text()
-            assert tuple(t for t, _ in aot.wrapper_signature(header, name)) == prepass.SIGNATURE
+            for staged in (False, True):
+                name = prepass.prepass_name(mode, d, staged)
+                assert PREBUILT.check(name) is None, rebuild
+                header = (PREBUILT.directory / f"{name}.h").read_text()
+                assert tuple(t for t, _ in aot.wrapper_signature(header, name)) == prepass.SIGNATURE
             after = kernel_name(mode, d, {**default_config(mode, d, SHORT_CONFIG), "split_tail": False})
             assert PREBUILT.check(after) is None, rebuild

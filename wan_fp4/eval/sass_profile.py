@@ -159,12 +159,20 @@ def main_loop(instrs: list[Instr]) -> LoopProfile:
                        Counter(classify(i) for i in body if i.addr not in in_skipped), skipped)
 
 
-def dynamic_smem_bytes(compiled, threads: int) -> int | None:
-    """The dynamic shared memory the DSL's host code launches with: the i64 constant that follows
-    the block size in its launch setup (None when the host IR has no such pair)."""
-    ir = str(compiled.ir_module)
-    m = re.search(rf"llvm\.mlir\.constant\({threads} : i32\) : i32\s+%\d+ = llvm\.mlir\.constant\((\d+) : i64\)", ir)
-    return int(m.group(1)) if m else None
+_LAUNCH_CONFIG = "!llvm.struct<(array<3 x i32>, array<3 x i32>, i64,"  # grid, block, dynamic shared bytes, ...
+
+
+def dynamic_smem_bytes(compiled) -> int | None:
+    """The dynamic shared memory the DSL's host code launches with: the constant its launch set-up
+    stores in the launch config's third field (None when the host IR has no such store)."""
+    for func in str(compiled.ir_module).split("llvm.func ")[1:]:  # SSA names are per function
+        consts = dict(re.findall(r"(%\d+) = llvm\.mlir\.constant\((\d+) : i64\)", func))
+        fields = {m.group(1) for m in re.finditer(r"(%\d+) = llvm\.getelementptr %\d+\[0, 2\] : \(!llvm\.ptr\) -> "
+                                                  r"!llvm\.ptr, (.*)", func) if m.group(2).startswith(_LAUNCH_CONFIG)}
+        for value, where in re.findall(r"llvm\.store (%\d+), (%\d+) : i64", func):
+            if where in fields and value in consts:
+                return int(consts[value])
+    return None
 
 
 def profile(mode: str, head_dim: int, exe: str | None = None, **config) -> dict:
@@ -188,7 +196,7 @@ def profile(mode: str, head_dim: int, exe: str | None = None, **config) -> dict:
     return {
         "mode": mode, "head_dim": head_dim, "config": cfg, "threads": threads,
         "resources": resources(_cuobjdump(cubin, "-res-usage", exe)),
-        "dynamic_smem": dynamic_smem_bytes(compiled, threads),
+        "dynamic_smem": dynamic_smem_bytes(compiled),
         "setmaxnreg": [i.op + " " + i.args for i in instrs if i.base == "USETMAXREG"],
         "spill_instrs": sum(i.base in ("LDL", "STL") for i in instrs),
         "max_register": max((int(r) for i in instrs for r in re.findall(r"\bR(\d+)\b", i.args)), default=0),

@@ -17,7 +17,8 @@
 #   bash docs/results/next-h200/job.sh package (or package_split)  carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", "wan_fp4/kernels/prebuilt/sm90a"]
 #     (the folder carries its linked shims, which git ignores; without them no prebuilt kernel loads)
 #   bash docs/results/next-h200/job.sh short  carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", "wan_fp4/kernels/prebuilt/sm90a"]
-#     docs/SM90_GEN2.md item 30 (a), the short-head pre-pass: prepared 2026-12-05, not run yet (no DSL needed)
+#     docs/SM90_GEN2.md item 30 (a), the short-head pre-pass: prepared 2026-12-05, not run yet (no DSL needed);
+#     its variant with K and V staged in shared memory (two CTAs per SM at D128) added 2026-12-05, not run
 # (`split`, `bench`, `d64`, `prepass` and `sweep` need only the py bundle and .device/sm90; `dsl`
 # unpacks a whole dsl bundle where it fits.)
 # Copy this script and $OUT's files to docs/results/<date>-h200/.
@@ -170,17 +171,18 @@ PY
   ;;
 short)
   # item 30 (a), the short-head pre-pass (kernels/sm90/prepass.py, off by default), from the package's
-  # own prebuilt kernels: its bytes against prepare_fp8's (the check's "short pre-pass" cases, first,
-  # under a time limit: a cluster barrier that never completes would hang here), then the rest of the
-  # check, then the floor's rows with it on and off beside cuDNN BF16
-  timeout -k 10 120 python3 - <<'PY' 2>&1 | tee $OUT/check_short.txt
+  # own prebuilt kernels: its bytes against prepare_fp8's, K and V in registers and staged in shared
+  # memory (the check's "short pre-pass" cases, first, under a time limit: a cluster barrier that
+  # never completes would hang here), then the rest of the check, then the floor's rows with it on
+  # (both variants) and off beside cuDNN BF16
+  timeout -k 10 150 python3 - <<'PY' 2>&1 | tee $OUT/check_short.txt
 import torch
 from wan_fp4.eval import device_check as D
 todo = [c for c in D.cases("full", ["sm90-cute"]) if c.probe == "short-prepass"]
 res = D.run(todo, torch.device("cuda"), prebuilt=True)
 print("short pre-pass cases ok:", res["ok"])
 PY
-  timeout 330 python3 -m wan_fp4.cli check --kernels sm90-cute > $OUT/check_package.txt 2>&1; echo "check rc=$?"
+  timeout 300 python3 -m wan_fp4.cli check --kernels sm90-cute > $OUT/check_package.txt 2>&1; echo "check rc=$?"
   tail -1 $OUT/check_package.txt; grep -E "^(FAIL|ERROR)" $OUT/check_package.txt | head -20
   timeout 120 python3 scripts/profile_sm90_device.py floor 2>&1 | tee $OUT/floor.txt
   ;;

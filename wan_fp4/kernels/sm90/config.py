@@ -43,6 +43,9 @@ THREE_WG = {"n_wg": 3, "p_smem": True, "overlap": False, "fold": 2, "intra": Fal
 # (its check, then the whole call at 1,024 tokens against cuDNN BF16).
 SHORT_PREPASS = False
 SHORT_CONFIG = {"pdl": True}  # the kernel's options after the short pre-pass
+# Its K and V held in shared memory (cp.async) rather than registers, so that at D128 two CTAs fit
+# an SM instead of one (prepass.py). Off until the floor's rows for both decide (item 30).
+SHORT_STAGE_KV = False
 
 
 def default_config(mode: str, head_dim: int, config: dict | None = None) -> dict:

@@ -8,10 +8,14 @@ Here a thread-block cluster holds one head: CTA i loads key block i (and query b
 column partials, and reads the other CTAs' from their shared memory after one cluster barrier, so
 the statistics cost neither a second read of K and V nor a launch. Q's codes need nothing from the
 cluster and are made while the other CTAs arrive. A portable cluster has 8 CTAs, hence the limit.
+K and V wait across the cluster barrier in registers or (`stage_kv`, config.SHORT_STAGE_KV) in
+shared memory: at D128 that is one CTA per SM (about 240 registers) or two (at most 128, as its
+launch bounds ask; tests/test_sm90_prepass.py checks that both they and its shared memory fit).
 
-The outputs are prepare_fp8's in the sm90 kernel's V^T layout, byte for byte (checked on the GPU by
-`wan-fp4 check`, probe "short-prepass"), except `range_stats`: one row per CTA, which the score
-check reduces (PreparedFP8.range_stats). `operands` takes this path only where `SHORT_PREPASS`
+The outputs are prepare_fp8's in the sm90 kernel's V^T layout, byte for byte for finite inputs
+(checked on the GPU by `wan-fp4 check`, probe "short-prepass"), except `range_stats`: one row per
+CTA, which the score check reduces (PreparedFP8.range_stats). A NaN or inf input raises from the
+check as on every path; the codes and scales made from it are no contract. `operands` takes this path only where `SHORT_PREPASS`
 (config.py) allows it and `short_reason` finds nothing against the inputs; everything else, and
 every input it refuses, goes to prepare_fp8: the same bytes, so the fallback is exact.
 """
@@ -87,9 +91,10 @@ def _args(ptrs=None, strides=(0,) * 9, sizes=(1, 1, 128), stream=None):
             stream if stream is not None else make_fake_stream())
 
 
-def compile_prepass(mode: str, head_dim: int, *, options: str = ""):
-    """The kernel for (mode, D), compiled (cached) for sm_90a; works without a GPU. One kernel
-    serves every head of 1 to MAX_BLOCKS key blocks (the cluster's size is set at launch)."""
+def compile_prepass(mode: str, head_dim: int, stage_kv: bool = False, *, options: str = ""):
+    """The kernel for (mode, D), K and V held in registers or (`stage_kv`) staged in shared memory,
+    compiled (cached) for sm_90a; works without a GPU. One kernel serves every head of 1 to
+    MAX_BLOCKS key blocks (the cluster's size is set at launch)."""
     from .compile import ARCH, arch_options, cached
 
     def build():
@@ -97,20 +102,24 @@ def compile_prepass(mode: str, head_dim: int, *, options: str = ""):
 
         from .prepass_kernel import ShortPrepass
 
-        return cute.compile(ShortPrepass(head_dim, mode), *_args(), options=arch_options(options))
+        return cute.compile(ShortPrepass(head_dim, mode, stage_kv), *_args(), options=arch_options(options))
 
-    return cached(("short pre-pass", mode, head_dim, ARCH, options), build)
-
-
-def prepass_name(mode: str, head_dim: int) -> str:
-    return f"wanfp4_sm90_prepass_{mode.replace('-', '')}_d{head_dim}"
+    return cached(("short pre-pass", mode, head_dim, stage_kv, ARCH, options), build)
 
 
-def prepare_short(q, k, v, mode: str, *, prebuilt=None):
+def prepass_name(mode: str, head_dim: int, stage_kv: bool = False) -> str:
+    return f"wanfp4_sm90_prepass_{mode.replace('-', '')}_d{head_dim}" + ("_stagekv" if stage_kv else "")
+
+
+def prepare_short(q, k, v, mode: str, *, stage_kv: bool | None = None, prebuilt=None):
     """prepare_fp8(q, k, v, **v_layout_args(mode)) in one launch, for inputs `short_reason` accepts
-    (CUDA tensors). range_stats comes as (B, H, blocks, 5), one row per CTA."""
+    (CUDA tensors), K and V held in registers or (`stage_kv`; None: config.SHORT_STAGE_KV) in
+    shared memory. range_stats comes as (B, H, blocks, 5), one row per CTA."""
     from ..prepare import PreparedFP8, _carve
+    from . import config
     from .aot import PREBUILT
+
+    stage_kv = config.SHORT_STAGE_KV if stage_kv is None else stage_kv
 
     b, s, h, d = q.shape
     n = -(-s // QK_SCALE_BLOCK)
@@ -130,10 +139,11 @@ def prepare_short(q, k, v, mode: str, *, prebuilt=None):
     def jit():
         import cuda.bindings.driver as cuda
 
-        compile_prepass(mode, d)(*_args(ptrs, strides, (b, h, s), cuda.CUstream(raw_stream)))
+        compile_prepass(mode, d, stage_kv)(*_args(ptrs, strides, (b, h, s), cuda.CUstream(raw_stream)))
 
-    PREBUILT.run_or_jit(prepass_name(mode, d), (*ptrs, *strides, b, h, s, raw_stream), dev, jit, prebuilt,
-                        f" for the short pre-pass, mode={mode!r} D={d}", expect=SIGNATURE)
+    PREBUILT.run_or_jit(prepass_name(mode, d, stage_kv), (*ptrs, *strides, b, h, s, raw_stream), dev, jit,
+                        prebuilt, f" for the short pre-pass, mode={mode!r} D={d} stage_kv={stage_kv}",
+                        expect=SIGNATURE)
     return PreparedFP8(q8, k8, v8t, q_scale, k_scale, v_scale, k_mean, s, s, stats, **v_layout_args(mode))
 
 

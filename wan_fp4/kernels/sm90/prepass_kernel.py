@@ -5,6 +5,10 @@ A cluster of one 256-thread CTA per 128-token block of a head. CTA i loads its b
 arrives at the cluster barrier; makes Q's codes while the others arrive; then adds every CTA's
 partials in block order, read from their shared memory, and makes K's codes (smoothed by the
 mean) and V's (per channel, in the attention kernel's key order, with direct-p's ones rows).
+
+K and V wait across the barrier either in registers (at D128 the kernel then takes 254 registers:
+one CTA per SM) or, with `stage_kv`, in shared memory, copied there by cp.async (no registers in
+flight), so that at D128 two CTAs fit an SM and one's loads run under the other's codes.
 """
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, Float64, Int32, Int64
+from cutlass.cute.nvgpu import cpasync
 
 from ...modes import E4M3_MAX, E4M3_ONE
 from ..prepare import RANGE_STATS
@@ -48,29 +53,39 @@ def non_finite(word: Int32):
 
 
 @cute.jit
-def bf16(words, r, j: cutlass.Constexpr):
-    """Channel j (of the thread's 8) of its row r, from (R, 4) words of BF16 pairs, as FP32."""
-    if cutlass.const_expr(j % 2 == 0):
-        return bf16_low(words[r, j // 2])
-    return bf16_high(words[r, j // 2])
+def row_of(words, r):
+    """Row r of the thread's (R, 4) words of BF16 pairs (registers or shared memory) as a fragment
+    of four registers: one 16-byte shared load where the words are staged."""
+    w = cute.make_rmem_tensor((4,), Int32)
+    cute.autovec_copy(words[r, None], w)
+    return w
 
 
 @cute.jit
-def smoothed(words, r, j: cutlass.Constexpr, mean, cg, inside):
+def bf16(w, j: cutlass.Constexpr):
+    """Channel j (of the thread's 8) of a row's fragment `w` (row_of) as FP32."""
+    if cutlass.const_expr(j % 2 == 0):
+        return bf16_low(w[j // 2])
+    return bf16_high(w[j // 2])
+
+
+@cute.jit
+def smoothed(w, j: cutlass.Constexpr, mean, cg, inside):
     """K less its channel mean, one FP32 subtraction as the reference smooths it; 0 past S."""
     x = Float32(0.0)
     if inside:
-        x = bf16(words, r, j) - mean[cg * 8 + j]
+        x = bf16(w, j) - mean[cg * 8 + j]
     return x
 
 
 class ShortPrepass:
     """One launch per call: grid (key blocks, B*H), one cluster of CTAs per head (prepass.py)."""
 
-    def __init__(self, d: int, mode: str):
+    def __init__(self, d: int, mode: str, stage_kv: bool = False):
         assert d in (64, 128) and mode in ("direct-p", "fp8")
         self.d = d
         self.ones = ONES_ROWS if mode == "direct-p" else 0
+        self.stage_kv = stage_kv
 
     @cute.jit
     def __call__(self, p_q: cute.Pointer, p_k: cute.Pointer, p_v: cute.Pointer, p_q8: cute.Pointer,
@@ -101,26 +116,43 @@ class ShortPrepass:
         row = RANGE_STATS
         stats = cute.make_tensor(p_st, cute.make_layout((row, n, (h, b)),
                                                         stride=(1, row, (w(n) * row, w(h) * n * row))))
-        self.kernel(mQ, mK, mV, mQ8, mK8, mV8t, cute.make_tensor(p_qs, per_block),
-                    cute.make_tensor(p_ks, per_block), cute.make_tensor(p_vs, per_channel),
-                    cute.make_tensor(p_km, per_channel), stats, h, s, n).launch(
-            grid=[n, b * h, 1], block=[THREADS, 1, 1], cluster=[n, 1, 1], stream=stream)
+        launch = self.kernel(mQ, mK, mV, mQ8, mK8, mV8t, cute.make_tensor(p_qs, per_block),
+                             cute.make_tensor(p_ks, per_block), cute.make_tensor(p_vs, per_channel),
+                             cute.make_tensor(p_km, per_channel), stats, h, s, n)
+        if cutlass.const_expr(self.stage_kv):
+            # registers for two CTAs per SM (at most 128 each); the two need the largest shared
+            # memory carve-out, asked for here (the driver picks one that fits them anyway; without
+            # an explicit one the DSL queries a device at compile time)
+            launch.launch(grid=[n, b * h, 1], block=[THREADS, 1, 1], cluster=[n, 1, 1], stream=stream,
+                          min_blocks_per_mp=2, preferred_smem_carveout=100)
+        else:
+            launch.launch(grid=[n, b * h, 1], block=[THREADS, 1, 1], cluster=[n, 1, 1], stream=stream)
 
     @cute.jit
-    def load_rows(self, g_in, x, blk, s, rg, cg):
+    def load_rows(self, g_in, x, blk, s, rg, cg, atom=None):
         """The thread's R rows x 8 channels of block blk into x, words of BF16 pairs (zero past
-        s); returns 1.0 if any was an inf or a NaN, else 0.0."""
+        s): loaded into registers, or with a cp.async `atom` copied into shared memory (then
+        complete once the thread's cp.async group is waited for)."""
         rows = geometry(self.d)[2]
         for r in cutlass.range_constexpr(rows):
-            for j in cutlass.range_constexpr(4):
-                x[r, j] = Int32(0)
+            src = cute.flat_divide(g_in[blk * 128 + rg * rows + r, None], (4,))[(None, cg)]
             if blk * 128 + rg * rows + r < s:
-                cute.autovec_copy(cute.flat_divide(g_in[blk * 128 + rg * rows + r, None], (4,))[(None, cg)],
-                                  x[r, None])
+                if cutlass.const_expr(atom is None):
+                    cute.autovec_copy(src, x[r, None])
+                else:
+                    cute.copy(atom, src, x[r, None])
+            else:
+                for j in cutlass.range_constexpr(4):
+                    x[r, j] = Int32(0)
+
+    @cute.jit
+    def any_non_finite(self, x):
+        """1.0 if any BF16 of the thread's rows x (words) is an inf or a NaN, else 0.0."""
         bad = Float32(0.0)
-        for r in cutlass.range_constexpr(rows):
+        for r in cutlass.range_constexpr(geometry(self.d)[2]):
+            w = row_of(x, r)
             for j in cutlass.range_constexpr(4):
-                bad = cute.arch.fmax(bad, non_finite(x[r, j]))
+                bad = cute.arch.fmax(bad, non_finite(w[j]))
         return bad
 
     @cute.kernel
@@ -145,22 +177,42 @@ class ShortPrepass:
         # V's codes in key order, (channel, key) bytes, read back in the kernel's key order
         s_vc = smem.allocate_tensor(cutlass.Uint8, cute.make_layout((d, 128), stride=(132, 1)), 16)
 
-        # all of the CTA's inputs in flight at once, held as BF16 pairs (half the registers)
+        # all of the CTA's inputs in flight at once, held as BF16 pairs (half the registers), K
+        # and V in registers or staged in shared memory
         by_row = cute.make_layout((rows, 4), stride=(4, 1))  # (row, channel pair) of the thread
-        kw, vw, qw = (cute.make_rmem_tensor(by_row, Int32) for _ in range(3))
-        bad_k = self.load_rows(mK[None, None, (hh, bb)], kw, blk, s, rg, cg)
-        bad_v = self.load_rows(mV[None, None, (hh, bb)], vw, blk, s, rg, cg)
-        bad_q = self.load_rows(mQ[None, None, (hh, bb)], qw, blk, s, rg, cg)
+        qw = cute.make_rmem_tensor(by_row, Int32)
+        atom = None
+        if cutlass.const_expr(self.stage_kv):
+            # (row, thread, channel pair): a warp's 16-byte pieces of a row side by side, so its
+            # copies and reads take no bank conflicts
+            staged = cute.make_layout((rows, THREADS, 4), stride=(THREADS * 4, 4, 1))
+            kw, vw = (smem.allocate_tensor(Int32, staged, 16)[None, t, None] for _ in range(2))
+            # .cg: past L1, which the carve-out gives to shared memory
+            atom = cute.make_copy_atom(cpasync.CopyG2SOp(cpasync.LoadCacheMode.GLOBAL), Int32, num_bits_per_copy=128)
+        else:
+            kw, vw = (cute.make_rmem_tensor(by_row, Int32) for _ in range(2))
+        self.load_rows(mK[None, None, (hh, bb)], kw, blk, s, rg, cg, atom)
+        self.load_rows(mV[None, None, (hh, bb)], vw, blk, s, rg, cg, atom)
+        self.load_rows(mQ[None, None, (hh, bb)], qw, blk, s, rg, cg)
+        if cutlass.const_expr(self.stage_kv):
+            cute.arch.cp_async_commit_group()
+            cute.arch.cp_async_wait_group(0)  # the thread reads back only its own pieces
+        bad_k, bad_v, bad_q = self.any_non_finite(kw), self.any_non_finite(vw), self.any_non_finite(qw)
         # column partials: the thread's rows, then the CTA's row groups, in float64 (exact for
-        # BF16 inputs, so the head's total does not depend on the order)
+        # BF16 inputs of any realistic range, so the head's total does not depend on the order)
+        k_sum = cute.make_rmem_tensor((8,), Float64)
+        v_max = cute.make_rmem_tensor((8,), Float32)
         for j in cutlass.range_constexpr(8):
-            acc = Float64(0.0)
-            mx = Float32(0.0)
-            for r in cutlass.range_constexpr(rows):
-                acc = acc + Float64(bf16(kw, r, j))
-                mx = cute.arch.fmax(mx, cute.math.absf(bf16(vw, r, j)))
-            s_ksum[rg, cg * 8 + j] = acc
-            s_vmax[rg, cg * 8 + j] = mx
+            k_sum[j] = Float64(0.0)
+            v_max[j] = Float32(0.0)
+        for r in cutlass.range_constexpr(rows):
+            kr, vr = row_of(kw, r), row_of(vw, r)
+            for j in cutlass.range_constexpr(8):
+                k_sum[j] = k_sum[j] + Float64(bf16(kr, j))
+                v_max[j] = cute.arch.fmax(v_max[j], cute.math.absf(bf16(vr, j)))
+        for j in cutlass.range_constexpr(8):
+            s_ksum[rg, cg * 8 + j] = k_sum[j]
+            s_vmax[rg, cg * 8 + j] = v_max[j]
         cute.arch.sync_threads()
         if t < d:
             acc = Float64(0.0)
@@ -174,8 +226,9 @@ class ShortPrepass:
         # Q needs nothing from the cluster: its block's scale and codes while the others arrive
         amax = Float32(0.0)
         for r in cutlass.range_constexpr(rows):
+            qr = row_of(qw, r)
             for j in cutlass.range_constexpr(8):
-                amax = cute.arch.fmax(amax, cute.math.absf(bf16(qw, r, j)))
+                amax = cute.arch.fmax(amax, cute.math.absf(bf16(qr, j)))
         amax, bad_q = self.block_max((amax, bad_q), s_red, 3, t)
         q_scale = self.block_codes(qw, None, amax, mQs, mQ8[None, None, (hh, bb)], t, blk, hh, bb, s)
         # the cluster's partials: every CTA adds all blocks' in block order
@@ -199,8 +252,9 @@ class ShortPrepass:
         # K: smoothed (rows past s stay zero), its block's scale, codes
         amax = Float32(0.0)
         for r in cutlass.range_constexpr(rows):
+            kr = row_of(kw, r)
             for j in cutlass.range_constexpr(8):
-                x = smoothed(kw, r, j, t_k, cg, blk * 128 + rg * rows + r < s)
+                x = smoothed(kr, j, t_k, cg, blk * 128 + rg * rows + r < s)
                 amax = cute.arch.fmax(amax, cute.math.absf(x))
         amax, bad_k, bad_v = self.block_max((amax, bad_k, bad_v), s_red, 0, t)
         k_scale = self.block_codes(kw, t_k, amax, mKs, mK8[None, None, (hh, bb)], t, blk, hh, bb, s)
@@ -248,11 +302,12 @@ class ShortPrepass:
         y = cute.make_rmem_tensor((8,), Float32)
         for r in cutlass.range_constexpr(rows):
             row = blk * 128 + rg * rows + r
+            xr = row_of(x, r)
             for j in cutlass.range_constexpr(8):
                 if cutlass.const_expr(mean is None):
-                    y[j] = bf16(x, r, j) * inv
+                    y[j] = bf16(xr, j) * inv
                 else:
-                    y[j] = smoothed(x, r, j, mean, cg, row < s) * inv
+                    y[j] = smoothed(xr, j, mean, cg, row < s) * inv
             out[0] = pack_e4m3x4(y[0], y[1], y[2], y[3])
             out[1] = pack_e4m3x4(y[4], y[5], y[6], y[7])
             cute.autovec_copy(out, cute.flat_divide(g_out[row, None], (2,))[(None, cg)])
@@ -269,12 +324,15 @@ class ShortPrepass:
         words = rows // 4
         s_vw = cute.make_tensor(cute.recast_ptr(s_vc.iterator, dtype=Int32),
                                 cute.make_layout((d, 32), stride=(33, 1)))  # the same bytes as words
+        v_inv = cute.make_rmem_tensor((8,), Float32)
         for j in cutlass.range_constexpr(8):
-            v_inv = pow2_scale(t_v[cg * 8 + j])[1]
-            for k in cutlass.range_constexpr(words):
+            v_inv[j] = pow2_scale(t_v[cg * 8 + j])[1]
+        for k in cutlass.range_constexpr(words):
+            vr = [row_of(vw, 4 * k + i) for i in range(4)]
+            for j in cutlass.range_constexpr(8):
                 s_vw[cg * 8 + j, rg * words + k] = pack_e4m3x4(
-                    bf16(vw, 4 * k, j) * v_inv, bf16(vw, 4 * k + 1, j) * v_inv,
-                    bf16(vw, 4 * k + 2, j) * v_inv, bf16(vw, 4 * k + 3, j) * v_inv)
+                    bf16(vr[0], j) * v_inv[j], bf16(vr[1], j) * v_inv[j],
+                    bf16(vr[2], j) * v_inv[j], bf16(vr[3], j) * v_inv[j])
         cute.arch.sync_threads()
         out = cute.make_rmem_tensor((4,), Int32)
         for it in cutlass.range_constexpr(d * PIECES // THREADS):
