@@ -9,7 +9,7 @@ column partials, and reads the other CTAs' from their shared memory after one cl
 the statistics cost neither a second read of K and V nor a launch. Q's codes need nothing from the
 cluster and are made while the other CTAs arrive. A portable cluster has 8 CTAs, hence the limit.
 K and V wait across the cluster barrier in registers or (`stage_kv`, config.SHORT_STAGE_KV) in
-shared memory: at D128 that is one CTA per SM (about 240 registers) or two (at most 128, as its
+shared memory: at D128 that is one CTA per SM (about 190 registers) or two (at most 128, as its
 launch bounds ask; tests/test_sm90_prepass.py checks that both they and its shared memory fit).
 
 The outputs are prepare_fp8's in the sm90 kernel's V^T layout, byte for byte for finite inputs
@@ -45,14 +45,30 @@ def geometry(d: int) -> tuple[int, int, int]:
     return cg, rg, QK_SCALE_BLOCK // rg
 
 
+def v_gather() -> tuple:
+    """How ShortPrepass.v_codes makes a 16-byte piece of a V^T row from the four words (16 keys, in
+    key order) of its half of a 32-key group: word k of the piece is prmt(w[a], w[b], selector)
+    for the k-th (a, b, selector), so that it holds keys SIGMA[16 h + 4 k .. + 3] of half h. The
+    attention kernel's order pairs two words per output word, the same in both halves."""
+    out = []
+    for k in range(4):
+        keys = [SIGMA[4 * k + i] for i in range(4)]
+        a, b = sorted({key // 4 for key in keys})
+        if [SIGMA[16 + 4 * k + i] - 16 for i in range(4)] != keys:
+            raise AssertionError("the halves of SIGMA differ: one gather table cannot serve both")
+        out.append((a, b, sum(((0 if key // 4 == a else 4) + key % 4) << (4 * i) for i, key in enumerate(keys))))
+    return tuple(out)
+
+
 def v_columns() -> dict:
-    """A model of the kernel's V^T stores for the CPU: {column of a block: key of the block} as
-    ShortPrepass.v_codes (prepass_kernel.py) reads them back, piece q holding columns 16 q .. 16 q + 15."""
+    """A model of the kernel's V^T stores for the CPU: {column of a block: key of the block}, piece
+    q (columns 16 q .. 16 q + 15) made by v_gather from keys 16 q .. 16 q + 15 as prmt does."""
     out = {}
     for q in range(PIECES):
-        for k in range(4):
+        for k, (a, b, sel) in enumerate(v_gather()):
             for i in range(4):
-                out[16 * q + 4 * k + i] = (q // 2) * 32 + SIGMA[16 * (q % 2) + 4 * k + i]
+                src = (sel >> (4 * i)) & 7  # byte of the pair (w[a], w[b])
+                out[16 * q + 4 * k + i] = 16 * q + 4 * (a if src < 4 else b) + src % 4
     return out
 
 

@@ -20,9 +20,13 @@ from cutlass.cute.nvgpu import cpasync
 
 from ...modes import E4M3_MAX, E4M3_ONE
 from ..prepare import RANGE_STATS
-from .layout import ONES_ROWS, SIGMA
-from .prepass import PIECES, THREADS, geometry
-from .ptx import bf16_high, bf16_low, bits_f32, f32_bits, ld_cluster_f32, ld_cluster_f64, pack_e4m3x4
+from .layout import ONES_ROWS
+from .prepass import PIECES, THREADS, geometry, v_gather
+from .ptx import (bf16_high, bf16_low, bits_f32, byte_perm, f32_bits, ld_cluster_f32, ld_cluster_f64, max_nan_bf16x2,
+                  min_nan_bf16x2, pack_e4m3x4)
+
+ABS = 0x7FFF7FFF  # clears both BF16 signs of a word
+NEG_INF2, POS_INF2 = -0x007F0080, 0x7F807F80  # words of two BF16 -inf (0xFF80FF80), two +inf
 
 
 @cute.jit
@@ -43,7 +47,8 @@ def pow2_scale(amax: Float32):
 
 @cute.jit
 def non_finite(word: Int32):
-    """1.0 if either BF16 of the word is an inf or a NaN (exponent all ones), else 0.0."""
+    """1.0 if either BF16 of the word is an inf or a NaN (exponent all ones), else 0.0. Applied to
+    maxima taken with max.NaN, it finds any NaN or inf among the values maximised."""
     flag = Float32(0.0)
     if (word & 0x7F80) == 0x7F80:
         flag = Float32(1.0)
@@ -67,15 +72,6 @@ def bf16(w, j: cutlass.Constexpr):
     if cutlass.const_expr(j % 2 == 0):
         return bf16_low(w[j // 2])
     return bf16_high(w[j // 2])
-
-
-@cute.jit
-def smoothed(w, j: cutlass.Constexpr, mean, cg, inside):
-    """K less its channel mean, one FP32 subtraction as the reference smooths it; 0 past S."""
-    x = Float32(0.0)
-    if inside:
-        x = bf16(w, j) - mean[cg * 8 + j]
-    return x
 
 
 class ShortPrepass:
@@ -145,16 +141,6 @@ class ShortPrepass:
                 for j in cutlass.range_constexpr(4):
                     x[r, j] = Int32(0)
 
-    @cute.jit
-    def any_non_finite(self, x):
-        """1.0 if any BF16 of the thread's rows x (words) is an inf or a NaN, else 0.0."""
-        bad = Float32(0.0)
-        for r in cutlass.range_constexpr(geometry(self.d)[2]):
-            w = row_of(x, r)
-            for j in cutlass.range_constexpr(4):
-                bad = cute.arch.fmax(bad, non_finite(w[j]))
-        return bad
-
     @cute.kernel
     def kernel(self, mQ, mK, mV, mQ8, mK8, mV8t, mQs, mKs, mVs, mKm, mSt, h: Int32, s: Int32, n: Int32):
         # the attention kernel may start now (its CTAs wait for this grid before reading), once
@@ -197,22 +183,40 @@ class ShortPrepass:
         if cutlass.const_expr(self.stage_kv):
             cute.arch.cp_async_commit_group()
             cute.arch.cp_async_wait_group(0)  # the thread reads back only its own pieces
-        bad_k, bad_v, bad_q = self.any_non_finite(kw), self.any_non_finite(vw), self.any_non_finite(qw)
-        # column partials: the thread's rows, then the CTA's row groups, in float64 (exact for
-        # BF16 inputs of any realistic range, so the head's total does not depend on the order)
+        # one pass over the thread's rows: K's column sums, in float64 (exact for BF16 inputs of
+        # any realistic range, so the head's total does not depend on the order); and as BF16
+        # pairs, with max.NaN, K's column maxima and minima over rows before S (its smoothed
+        # block amax comes from them once the mean is known: rounding is monotonic, so the
+        # largest |fl(k - mean)| of a column sits at its largest or smallest k), V's column
+        # maxima of |v| and Q's maximum |q|. A NaN or inf among them survives into those
+        # maxima, which gives the non-finite flags at no further cost.
         k_sum = cute.make_rmem_tensor((8,), Float64)
-        v_max = cute.make_rmem_tensor((8,), Float32)
+        k_hi, k_lo, v_hi = (cute.make_rmem_tensor((4,), Int32) for _ in range(3))
         for j in cutlass.range_constexpr(8):
             k_sum[j] = Float64(0.0)
-            v_max[j] = Float32(0.0)
+        for i in cutlass.range_constexpr(4):
+            k_hi[i], k_lo[i], v_hi[i] = Int32(NEG_INF2), Int32(POS_INF2), Int32(0)
+        q_hi = Int32(0)
         for r in cutlass.range_constexpr(rows):
-            kr, vr = row_of(kw, r), row_of(vw, r)
+            kr, vr, qr = row_of(kw, r), row_of(vw, r), row_of(qw, r)
             for j in cutlass.range_constexpr(8):
                 k_sum[j] = k_sum[j] + Float64(bf16(kr, j))
-                v_max[j] = cute.arch.fmax(v_max[j], cute.math.absf(bf16(vr, j)))
+            for i in cutlass.range_constexpr(4):
+                if blk * 128 + rg * rows + r < s:
+                    k_hi[i] = max_nan_bf16x2(k_hi[i], kr[i])
+                    k_lo[i] = min_nan_bf16x2(k_lo[i], kr[i])
+                v_hi[i] = max_nan_bf16x2(v_hi[i], vr[i] & ABS)
+                q_hi = max_nan_bf16x2(q_hi, qr[i] & ABS)
+        has_rows = blk * 128 + rg * rows < s  # a thread of the last block may hold none
+        bad_k, bad_v = Float32(0.0), Float32(0.0)
+        for i in cutlass.range_constexpr(4):
+            if has_rows:
+                bad_k = cute.arch.fmax(bad_k, cute.arch.fmax(non_finite(k_hi[i]), non_finite(k_lo[i])))
+            bad_v = cute.arch.fmax(bad_v, non_finite(v_hi[i]))
+        bad_q = non_finite(q_hi)
         for j in cutlass.range_constexpr(8):
             s_ksum[rg, cg * 8 + j] = k_sum[j]
-            s_vmax[rg, cg * 8 + j] = v_max[j]
+            s_vmax[rg, cg * 8 + j] = bf16(v_hi, j)
         cute.arch.sync_threads()
         if t < d:
             acc = Float64(0.0)
@@ -224,11 +228,7 @@ class ShortPrepass:
             p_v[t] = mx
         cute.arch.cluster_arrive()
         # Q needs nothing from the cluster: its block's scale and codes while the others arrive
-        amax = Float32(0.0)
-        for r in cutlass.range_constexpr(rows):
-            qr = row_of(qw, r)
-            for j in cutlass.range_constexpr(8):
-                amax = cute.arch.fmax(amax, cute.math.absf(bf16(qr, j)))
+        amax = cute.arch.fmax(bf16_low(q_hi), bf16_high(q_hi))
         amax, bad_q = self.block_max((amax, bad_q), s_red, 3, t)
         q_scale = self.block_codes(qw, None, amax, mQs, mQ8[None, None, (hh, bb)], t, blk, hh, bb, s)
         # the cluster's partials: every CTA adds all blocks' in block order
@@ -249,15 +249,17 @@ class ShortPrepass:
         cute.arch.cluster_arrive()
         cute.arch.sync_threads()
 
-        # K: smoothed (rows past s stay zero), its block's scale, codes
+        # K: its block's scale (the amax at each column's largest or smallest k), its codes
+        # (smoothed; rows past s zero codes)
+        mean = cute.make_rmem_tensor((8,), Float32)
+        cute.autovec_copy(cute.flat_divide(t_k, (8,))[(None, cg)], mean)
         amax = Float32(0.0)
-        for r in cutlass.range_constexpr(rows):
-            kr = row_of(kw, r)
+        if has_rows:
             for j in cutlass.range_constexpr(8):
-                x = smoothed(kr, j, t_k, cg, blk * 128 + rg * rows + r < s)
-                amax = cute.arch.fmax(amax, cute.math.absf(x))
+                amax = cute.arch.fmax(amax, cute.math.absf(bf16(k_hi, j) - mean[j]))
+                amax = cute.arch.fmax(amax, cute.math.absf(bf16(k_lo, j) - mean[j]))
         amax, bad_k, bad_v = self.block_max((amax, bad_k, bad_v), s_red, 0, t)
-        k_scale = self.block_codes(kw, t_k, amax, mKs, mK8[None, None, (hh, bb)], t, blk, hh, bb, s)
+        k_scale = self.block_codes(kw, mean, amax, mKs, mK8[None, None, (hh, bb)], t, blk, hh, bb, s)
         self.v_codes(vw, t_v, s_vc, mV8t[None, None, (hh, bb)], t, blk)
         if t == 0:
             row = mSt[None, blk, (hh, bb)]
@@ -291,8 +293,9 @@ class ShortPrepass:
     @cute.jit
     def block_codes(self, x, mean, amax, m_scale, g_out, t, blk, hh, bb, s):
         """Block blk's power-of-two scale from its amax, stored at m_scale and returned; the
-        thread's rows x 8 channels of x (BF16 pairs, less `mean` unless it is None) as E4M3
-        codes into its rows of g_out (words of four)."""
+        thread's rows x 8 channels of x (BF16 pairs) as E4M3 codes into its rows of g_out (words
+        of four). With `mean` (the thread's 8 channel means) the rows are K's: each value less
+        its mean in one FP32 subtraction, as the reference smooths, and rows past s zero codes."""
         cgs, _, rows = geometry(self.d)
         cg, rg = t % cgs, t // cgs
         scale, inv = pow2_scale(amax)
@@ -305,19 +308,23 @@ class ShortPrepass:
             xr = row_of(x, r)
             for j in cutlass.range_constexpr(8):
                 if cutlass.const_expr(mean is None):
-                    y[j] = bf16(xr, j) * inv
+                    y[j] = bf16(xr, j) * inv  # Q: its rows past s are zero words, so zero codes
                 else:
-                    y[j] = smoothed(xr, j, mean, cg, row < s) * inv
+                    y[j] = (bf16(xr, j) - mean[j]) * inv
             out[0] = pack_e4m3x4(y[0], y[1], y[2], y[3])
             out[1] = pack_e4m3x4(y[4], y[5], y[6], y[7])
+            if cutlass.const_expr(mean is not None):
+                if row >= s:  # one select per word, not per value
+                    out[0], out[1] = Int32(0), Int32(0)
             cute.autovec_copy(out, cute.flat_divide(g_out[row, None], (2,))[(None, cg)])
         return scale
 
     @cute.jit
     def v_codes(self, vw, t_v, s_vc, gV8t, t, blk):
         """V's per-channel codes into shared memory in key order, read back in the kernel's key
-        order (column k of a 32-key group holds key SIGMA[k]; `v_columns` models it) as 16-byte
-        pieces of V^T rows, a warp storing four whole 128-byte rows; then direct-p's ones rows."""
+        order (column k of a 32-key group holds key SIGMA[k]: four words, then one PRMT per word
+        of the piece, `v_gather`; `v_columns` models it) as 16-byte pieces of V^T rows, a warp
+        storing four whole 128-byte rows; then direct-p's ones rows."""
         d = self.d
         cgs, _, rows = geometry(d)
         cg, rg = t % cgs, t // cgs
@@ -338,14 +345,11 @@ class ShortPrepass:
         for it in cutlass.range_constexpr(d * PIECES // THREADS):
             piece = it * THREADS + t
             ch, q = piece // PIECES, piece % PIECES  # V^T row, and its columns 16 q .. 16 q + 15
-            for half in cutlass.range_constexpr(2):
-                if q % 2 == half:
-                    for k in cutlass.range_constexpr(4):
-                        word = Int32(0)
-                        for i in cutlass.range_constexpr(4):
-                            key = (q // 2) * 32 + SIGMA[16 * half + 4 * k + i]
-                            word = word | (Int32(s_vc[ch, key]) << (8 * i))
-                        out[k] = word
+            # keys 16 q .. 16 q + 15 as four words (a row's stride of 33 words keeps a warp's
+            # loads on distinct banks)
+            w = [s_vw[ch, 4 * q + m] for m in range(4)]
+            for k, (a, b, sel) in enumerate(v_gather()):
+                out[k] = byte_perm(w[a], w[b], sel)
             cute.autovec_copy(out, cute.flat_divide(gV8t[ch, None], (4,))[(None, blk * PIECES + q)])
         if self.ones > 0:  # row D all E4M3 1.0, the rest zero, over the block's 128 columns
             row, col = t // 32, t % 32

@@ -123,6 +123,28 @@ def low_bytes_of_halves(lo, hi, *, loc=None, ip=None) -> Int32:
 
 
 @dsl_user_op
+def byte_perm(a, b, selector: int, *, loc=None, ip=None) -> Int32:
+    """prmt.b32 with a constant selector: byte i of the result is byte (selector >> 4 i) & 7 of
+    the pair (a: bytes 0-3, b: 4-7) (1 PRMT)."""
+    vals = [Int32(x).ir_value(loc=loc, ip=ip) for x in (a, b)]
+    return Int32(_asm(T.i32(), vals, f"prmt.b32 $0, $1, $2, {selector:#06x};", "=r,r,r"))
+
+
+@dsl_user_op
+def max_nan_bf16x2(a, b, *, loc=None, ip=None) -> Int32:
+    """max.NaN.bf16x2 of two packed words: each half's maximum, NaN if either is (1 HMNMX2)."""
+    vals = [Int32(x).ir_value(loc=loc, ip=ip) for x in (a, b)]
+    return Int32(_asm(T.i32(), vals, "max.NaN.bf16x2 $0, $1, $2;", "=r,r,r"))
+
+
+@dsl_user_op
+def min_nan_bf16x2(a, b, *, loc=None, ip=None) -> Int32:
+    """min.NaN.bf16x2 of two packed words: each half's minimum, NaN if either is (1 HMNMX2)."""
+    vals = [Int32(x).ir_value(loc=loc, ip=ip) for x in (a, b)]
+    return Int32(_asm(T.i32(), vals, "min.NaN.bf16x2 $0, $1, $2;", "=r,r,r"))
+
+
+@dsl_user_op
 def max_f16x2(a, b, *, loc=None, ip=None) -> Int32:
     """max.f16x2 of two packed words (1 HMNMX2)."""
     vals = [Int32(x).ir_value(loc=loc, ip=ip) for x in (a, b)]
