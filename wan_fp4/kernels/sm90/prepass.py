@@ -12,10 +12,11 @@ K and V wait across the cluster barrier in registers or (`stage_kv`, config.SHOR
 shared memory: at D128 that is one CTA per SM (about 190 registers) or two (at most 128, as its
 launch bounds ask; tests/test_sm90_prepass.py checks that both they and its shared memory fit).
 
-The outputs are prepare_fp8's in the sm90 kernel's V^T layout, byte for byte for finite inputs
-(checked on the GPU by `wan-fp4 check`, probe "short-prepass"), except `range_stats`: one row per
-CTA, which the score check reduces (PreparedFP8.range_stats). A NaN or inf input raises from the
-check as on every path; the codes and scales made from it are no contract. `operands` takes this path only where `SHORT_PREPASS`
+The outputs are prepare_fp8's in the sm90 kernel's V^T layout, byte for byte for the inputs the
+score check passes (checked on the GPU by `wan-fp4 check`, probe "short-prepass"), except
+`range_stats`: one row per CTA, which the check reduces (PreparedFP8.range_stats). Inputs it
+refuses (a NaN or inf; finite keys whose smoothing overflows FP32) raise as on every path; the
+codes and scales made from them are no contract. `operands` takes this path only where `SHORT_PREPASS`
 (config.py) allows it and `short_reason` finds nothing against the inputs; everything else, and
 every input it refuses, goes to prepare_fp8: the same bytes, so the fallback is exact.
 """

@@ -6,9 +6,9 @@ arrives at the cluster barrier; makes Q's codes while the others arrive; then ad
 partials in block order, read from their shared memory, and makes K's codes (smoothed by the
 mean) and V's (per channel, in the attention kernel's key order, with direct-p's ones rows).
 
-K and V wait across the barrier either in registers (at D128 the kernel then takes 254 registers:
-one CTA per SM) or, with `stage_kv`, in shared memory, copied there by cp.async (no registers in
-flight), so that at D128 two CTAs fit an SM and one's loads run under the other's codes.
+K and V wait across the barrier either in registers (at D128 one CTA per SM) or, with `stage_kv`,
+in shared memory, copied there by cp.async (no registers in flight), so that at D128 two CTAs fit
+an SM and one's loads run under the other's codes (prepass.py; the test checks the counts).
 """
 from __future__ import annotations
 
