@@ -4,7 +4,8 @@
     python scripts/profile_sm90_device.py prepass     # checks and times the quantisation pre-pass
 
 launch: the sm90 kernel of --mode (default direct-p) at --shape (default B1 H12 S32760 D128; keys
-  --s-kv, default S) on prepared operands (the default config,
+  --s-kv, default S; with --short the short pre-pass's two variants first, on self-attention of at
+  most 1,024 tokens: `ncu -k regex:ShortPrepass`) on prepared operands (the default config,
   then each --configs JSON; prebuilt kernels, from --prebuilt-dir if given), then a cuBLAS FP8
   GEMM 8192^3 (the tensor-core reference the kernel is read against: tensor-pipe activity, issue
   stalls, clocks).
@@ -66,7 +67,7 @@ except ImportError:  # the CPU-only install: every mode here needs the GPU anywa
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from wan_fp4.kernels import prepare, sm90  # noqa: E402
-from wan_fp4.kernels.sm90 import prepass  # noqa: E402
+from wan_fp4.kernels.sm90 import prepass as short_prepass  # noqa: E402
 from wan_fp4.kernels.sm90.layout import v_layout_args  # noqa: E402
 
 
@@ -92,10 +93,13 @@ def _graph_ms(fn, calls, rep=300, warmup=5):
     return tt.do_bench(graphed(fn, calls), warmup=warmup, rep=rep, return_mode="median") / calls
 
 
-def launch(configs, shape=(1, 12, 32760, 128), mode="direct-p", s_kv=None):
+def launch(configs, shape=(1, 12, 32760, 128), mode="direct-p", s_kv=None, short=False):
     b, h, s, d = shape
     s_kv = s if s_kv is None else s_kv
     q, k, v = _rand(b, s, h, d), _rand(b, s_kv, h, d), _rand(b, s_kv, h, d)
+    if short:  # the short pre-pass first, K and V in registers then staged
+        for staged in (False, True):
+            short_prepass.prepare_short(q, k, v, mode, stage_kv=staged, prebuilt=True)
     ops, out, lse = _operands(q, k, v, mode)
     for config in configs:
         sm90.launch(ops, mode, d, config=config, out=out, lse=lse, prebuilt=True)
@@ -406,7 +410,7 @@ def floor(lengths=(1024, 4096), calls=20):
             return call
 
         def short_pre_pass(staged):
-            return lambda: prepass.prepare_short(q, k, v, mode, stage_kv=staged, prebuilt=True)
+            return lambda: short_prepass.prepare_short(q, k, v, mode, stage_kv=staged, prebuilt=True)
 
         def dependent():  # the kernel as the short pre-pass's programmatic dependent
             sm90.launch(ops, mode, d, config=sm90.config.SHORT_CONFIG, out=out, lse=lse, prebuilt=True)
@@ -435,7 +439,7 @@ def floor(lengths=(1024, 4096), calls=20):
             "pre-pass with K's first-block mean + kernel": lambda: (local_k(), kernel()),
             "torch SDPA cuDNN BF16": cudnn_bf16,
         }
-        if prepass.short_reason(q, k, v):  # past a cluster's 1,024 tokens: no short rows
+        if short_prepass.short_reason(q, k, v):  # past a cluster's 1,024 tokens: no short rows
             parts = {name: fn for name, fn in parts.items() if "short" not in name}
         for name, fn in parts.items():
             ms = _graph_ms(fn, calls)
@@ -574,11 +578,12 @@ def main():
     ap.add_argument("--shapes", type=parse_shape, nargs="*", default=[(1, 12, 32760, 128), (1, 40, 32760, 128)],
                     help="pairs, overlap: BxHxSxD shapes")
     ap.add_argument("--rounds", type=int, default=6, help="pairs: rounds of the alternation")
+    ap.add_argument("--short", action="store_true", help="launch: the short pre-pass's two variants first")
     args = ap.parse_args()
 
     use_prebuilt_dir(args.prebuilt_dir)
     if args.what == "launch":
-        launch([{}] + args.configs, args.shape, args.mode, args.s_kv)
+        launch([{}] + args.configs, args.shape, args.mode, args.s_kv, args.short)
     elif args.what == "prepass":
         prepass()
     elif args.what == "waves":

@@ -134,3 +134,26 @@ def test_package_data_ships_the_embedded_models_files(tmp_path, monkeypatch):
     shipped = {Path(os.path.join(src, name)).resolve() for _, src, _, names in build_py.data_files for name in names}
     missing = sorted(name for name in written if (export / name).resolve() not in shipped)
     assert missing == [], "add globs for these to [tool.setuptools.package-data] in pyproject.toml"
+
+
+def test_no_module_rebinds_a_name_it_imports():
+    """A top-level def or class named like a module-level import replaces it for every function of
+    the module (profile_sm90_device.py's `prepass` command once hid the prepass module its `floor`
+    uses: an AttributeError on the GPU, after the device time was spent)."""
+    import ast
+
+    clashes = []
+    for path in [*ROOT.glob("wan_fp4/**/*.py"), *ROOT.glob("scripts/*.py")]:
+        tree = ast.parse(path.read_text())
+        imported, defined = {}, {}
+        for node in tree.body:
+            stmts = [node] + (node.body + [s for h in node.handlers for s in h.body] if isinstance(node, ast.Try) else [])
+            for s in stmts:
+                if isinstance(s, (ast.Import, ast.ImportFrom)):
+                    for alias in s.names:
+                        imported[(alias.asname or alias.name).split(".")[0]] = s.lineno
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                defined[node.name] = node.lineno
+        clashes += [f"{path.relative_to(ROOT)}:{defined[n]} {n} (imported at line {imported[n]})"
+                    for n in imported.keys() & defined.keys()]
+    assert clashes == []

@@ -106,9 +106,8 @@ class NVFP4Tensor:
 
     def dequantize(self) -> torch.Tensor:
         """Exact float32 values, (..., D)."""
-        half = self.codes.shape[-1] // 2
-        scale = e4m3_decode(self.scales)  # (..., half // 16)
-        per_value = scale.repeat_interleave(NVFP4_BLOCK, dim=-1)  # (..., half)
+        scale = e4m3_decode(self.scales)  # (..., half the codes // 16)
+        per_value = scale.repeat_interleave(NVFP4_BLOCK, dim=-1)  # (..., half the codes)
         per_value = torch.cat([per_value, per_value], dim=-1)
         return (e2m1_decode(self.codes) * per_value)[..., : self.head_dim]
 

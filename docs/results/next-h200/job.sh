@@ -19,6 +19,7 @@
 #   bash docs/results/next-h200/job.sh short  carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", "wan_fp4/kernels/prebuilt/sm90a"]
 #     docs/SM90_GEN2.md item 30 (a), the short-head pre-pass: prepared 2026-12-05, not run yet (no DSL needed);
 #     its variant with K and V staged in shared memory (two CTAs per SM at D128) added 2026-12-05, not run
+#   bash docs/results/next-h200/job.sh short_ncu  the same carry: ncu on both variants at H40 S1024 (after `short`)
 # (`split`, `bench`, `d64`, `prepass` and `sweep` need only the py bundle and .device/sm90; `dsl`
 # unpacks a whole dsl bundle where it fits.)
 # Copy this script and $OUT's files to docs/results/<date>-h200/.
@@ -186,8 +187,17 @@ PY
   tail -1 $OUT/check_package.txt; grep -E "^(FAIL|ERROR)" $OUT/check_package.txt | head -20
   timeout 120 python3 scripts/profile_sm90_device.py floor 2>&1 | tee $OUT/floor.txt
   ;;
+short_ncu)
+  # where the short pre-pass's time goes at B1 H40 S1024 D128, both variants: issue-bound (issue
+  # slots busy) or memory-bound (DRAM throughput), its stalls, occupancy and waves; then the
+  # attention kernel after it, for the clock
+  timeout 300 ncu --clock-control none --section SpeedOfLight --section LaunchStats --section Occupancy \
+    --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis -k regex:'ShortPrepass' -c 2 \
+    python3 scripts/profile_sm90_device.py launch --short --shape 1x40x1024x128 > $OUT/ncu_short.txt 2>&1; echo "ncu rc=$?"
+  grep -E "ShortPrepass|Duration|SM Frequency|Issue Slots Busy|DRAM Throughput|Memory Throughput|Registers Per|Block Limit|Achieved Occ|Waves Per SM|Stall" $OUT/ncu_short.txt | head -60
+  ;;
 *)
-  echo "usage: job.sh dsl|peers_a|peers_b|sweep|package|package_split|short|split|bench|d64|prepass"; exit 2
+  echo "usage: job.sh dsl|peers_a|peers_b|sweep|package|package_split|short|short_ncu|split|bench|d64|prepass"; exit 2
   ;;
 esac
 date -u +%H:%M:%S
