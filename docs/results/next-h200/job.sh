@@ -16,7 +16,11 @@
 #   bash docs/results/next-h200/job.sh sweep    carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", ".device/sm90"]
 #   bash docs/results/next-h200/job.sh package (or package_split)  carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", "wan_fp4/kernels/prebuilt/sm90a"]
 #     (the folder carries its linked shims, which git ignores; without them no prebuilt kernel loads)
-#   bash docs/results/next-h200/job.sh short  carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", "wan_fp4/kernels/prebuilt/sm90a"]
+#   bash docs/results/next-h200/job.sh short  carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", ".device/shims.tar.zst"]
+#     (the folder with its 18 linked shims no longer fits a call's 64 MiB beside the tree: pack the shims
+#     with `tar -C wan_fp4/kernels/prebuilt/sm90a -cf - $(cd wan_fp4/kernels/prebuilt/sm90a; ls lib*.so) |
+#     .device/zstd -19 -o .device/shims.tar.zst` and unpack them there first:
+#     `.device/zstd -d -c .device/shims.tar.zst | tar -C wan_fp4/kernels/prebuilt/sm90a -xf - && bash ...`)
 #     docs/SM90_GEN2.md item 30 (a), the short-head pre-pass: prepared 2026-12-05, not run yet (no DSL needed);
 #     its variant with K and V staged in shared memory (two CTAs per SM at D128) added 2026-12-05, not run
 #   bash docs/results/next-h200/job.sh short_ncu  the same carry: ncu on both variants at H40 S1024 (after `short`)
