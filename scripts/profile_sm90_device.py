@@ -22,9 +22,10 @@ floor: what a short call cannot go below, at B1 H40 D128, S 1,024 and 4,096, eac
   the whole call (as it is, then with config.SHORT_PREPASS off and on, K and V in registers and
   staged: config.SHORT_STAGE_KV), the short-head pre-pass (kernels/sm90/prepass.py, one cluster
   launch; at 1,024 tokens only) alone, + the kernel, and + the kernel launched as its programmatic
-  dependent (config.SHORT_CONFIG), its staged variant alone and + its dependent, the pre-pass, its column statistics' partials alone (which every code waits for:
-  K's mean and V's channel amax span all keys), the kernel alone, then the statistics + the kernel,
-  a one-launch E4M3 cast of Q, K and V (no scales: the bytes' floor of any pre-pass) + the kernel,
+  dependent (config.SHORT_CONFIG), its staged variant alone and + its dependent, the pre-pass, its
+  column statistics' partials alone (which every code waits for: K's mean and V's channel amax
+  span all keys), the kernel alone, then the statistics + the kernel, a one-launch E4M3 cast of
+  Q, K and V (no scales: the bytes' floor of any pre-pass) + the kernel,
   the same cast of K and V only + the kernel (Q quantised in the kernel, at no cost), the
   two-launch pre-pass of docs/SM90_GEN2.md item 27 (K smoothed by its first 128 keys' mean, so
   that only V's column amax takes a pass of its own; a timing prototype, `local_k_pre_pass`)
@@ -417,7 +418,7 @@ def floor(lengths=(1024, 4096), calls=20):
 
         cast_qkv, cast_kv = _cast_floor((q, k, v)), _cast_floor((k, v))
         local_k = local_k_pre_pass(q, k, v, mode)[0]
-        in_regs, staged = short_pre_pass(False), short_pre_pass(True)
+        in_regs, in_smem = short_pre_pass(False), short_pre_pass(True)
         parts = {
             "whole call (wan_fp4.attention)": lambda: wan_fp4.attention(q, k, v, mode, kernel="sm90-cute"),
             "whole call, the short pre-pass off": short(False),
@@ -426,8 +427,8 @@ def floor(lengths=(1024, 4096), calls=20):
             "short pre-pass (one cluster launch)": in_regs,
             "short pre-pass + kernel": lambda: (in_regs(), kernel()),
             "short pre-pass + kernel as its dependent (pdl)": lambda: (in_regs(), dependent()),
-            "short pre-pass, K, V staged": staged,
-            "short pre-pass, K, V staged + kernel as its dependent": lambda: (staged(), dependent()),
+            "short pre-pass, K, V staged": in_smem,
+            "short pre-pass, K, V staged + kernel as its dependent": lambda: (in_smem(), dependent()),
             "pre-pass": lambda: prepare.prepare_fp8(q, k, v, **layout),
             "column statistics alone (their partials)": column_stats,
             "kernel alone": kernel,

@@ -579,8 +579,8 @@ def probe_fp4_range_warning(case, ctx):
 PROBES: dict[str, Callable] = {
     "attention": probe_attention, "score-range": probe_score_range, "v-layout": probe_v_layout,
     "prebuilt-jit": probe_prebuilt_jit, "short-prepass": probe_short_prepass, "large": probe_large,
-    "accum": probe_accum, "convert": probe_convert, "prepare": probe_prepare, "hw-vs-bitarith": probe_hw_vs_bitarith, "fp4-codes": probe_fp4_codes,
-    "fp4-range-warning": probe_fp4_range_warning}
+    "accum": probe_accum, "convert": probe_convert, "prepare": probe_prepare, "hw-vs-bitarith": probe_hw_vs_bitarith,
+    "fp4-codes": probe_fp4_codes, "fp4-range-warning": probe_fp4_range_warning}
 
 
 # ------------------------------------------------------------------------------------------ suites

@@ -115,14 +115,11 @@ class ShortPrepass:
         launch = self.kernel(mQ, mK, mV, mQ8, mK8, mV8t, cute.make_tensor(p_qs, per_block),
                              cute.make_tensor(p_ks, per_block), cute.make_tensor(p_vs, per_channel),
                              cute.make_tensor(p_km, per_channel), stats, h, s, n)
-        if cutlass.const_expr(self.stage_kv):
-            # registers for two CTAs per SM (at most 128 each); the two need the largest shared
-            # memory carve-out, asked for here (the driver picks one that fits them anyway; without
-            # an explicit one the DSL queries a device at compile time)
-            launch.launch(grid=[n, b * h, 1], block=[THREADS, 1, 1], cluster=[n, 1, 1], stream=stream,
-                          min_blocks_per_mp=2, preferred_smem_carveout=100)
-        else:
-            launch.launch(grid=[n, b * h, 1], block=[THREADS, 1, 1], cluster=[n, 1, 1], stream=stream)
+        # staged: registers for two CTAs per SM (at most 128 each); the two need the largest shared
+        # memory carve-out, asked for here (the driver picks one that fits them anyway; without an
+        # explicit one the DSL queries a device at compile time)
+        two_per_sm = dict(min_blocks_per_mp=2, preferred_smem_carveout=100) if self.stage_kv else {}
+        launch.launch(grid=[n, b * h, 1], block=[THREADS, 1, 1], cluster=[n, 1, 1], stream=stream, **two_per_sm)
 
     @cute.jit
     def load_rows(self, g_in, x, blk, s, rg, cg, atom=None):
