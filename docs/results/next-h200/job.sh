@@ -24,6 +24,7 @@
 #     docs/SM90_GEN2.md item 30 (a), the short-head pre-pass: prepared 2026-12-05, not run yet (no DSL needed);
 #     its variant with K and V staged in shared memory (two CTAs per SM at D128) added 2026-12-05, not run
 #   bash docs/results/next-h200/job.sh short_ncu  the same carry: ncu on both variants at H40 S1024 (after `short`)
+#   bash docs/results/next-h200/job.sh short_all  the same carry: `short` with the ncu run before the whole check, one call
 # (`split`, `bench`, `d64`, `prepass` and `sweep` need only the py bundle and .device/sm90; `dsl`
 # unpacks a whole dsl bundle where it fits.)
 # Copy this script and $OUT's files to docs/results/<date>-h200/.
@@ -40,6 +41,14 @@ P="--prebuilt-dir .device/sm90"
 SPLIT='{"split_tail": true}'
 nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv | tee $OUT/gpu.txt
 date -u +%H:%M:%S
+short_ncu() {
+  # where the short pre-pass's time goes at B1 H40 S1024 D128, both variants: issue-bound (issue
+  # slots busy) or memory-bound (DRAM throughput), its stalls, occupancy and waves
+  timeout 200 ncu --clock-control none --section SpeedOfLight --section LaunchStats --section Occupancy \
+    --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis -k regex:'ShortPrepass' -c 2 \
+    python3 scripts/profile_sm90_device.py launch --short --shape 1x40x1024x128 > $OUT/ncu_short.txt 2>&1; echo "ncu rc=$?"
+  grep -E "ShortPrepass|Duration|SM Frequency|Issue Slots Busy|DRAM Throughput|Memory Throughput|Registers Per|Block Limit|Achieved Occ|Waves Per SM|Stall" $OUT/ncu_short.txt | head -60
+}
 case "$1" in
 split)
   # a first launch under a time limit (a merge that never came would hang here, not in the check)
@@ -174,12 +183,12 @@ for mode, (b, s, h, d) in (("fp8", (1, 8200, 3, 64)), ("fp8", (2, 9000, 1, 64)),
           "reference vs exact", f"{rel_l2(ref, exact):.4f}", "nan", int(out.isnan().sum()), flush=True)
 PY
   ;;
-short)
+short|short_all)
   # item 30 (a), the short-head pre-pass (kernels/sm90/prepass.py, off by default), from the package's
   # own prebuilt kernels: its bytes against prepare_fp8's, K and V in registers and staged in shared
   # memory (the check's "short pre-pass" cases, first, under a time limit: a cluster barrier that
-  # never completes would hang here), then the rest of the check, then the floor's rows with it on
-  # (both variants) and off beside cuDNN BF16
+  # never completes would hang here), then the floor's rows with it on (both variants) and off beside
+  # cuDNN BF16, then (short_all) ncu on both variants, then the rest of the check
   timeout -k 10 150 python3 - <<'PY' 2>&1 | tee $OUT/check_short.txt
 import torch
 from wan_fp4.eval import device_check as D
@@ -187,21 +196,15 @@ todo = [c for c in D.cases("full", ["sm90-cute"]) if c.probe == "short-prepass"]
 res = D.run(todo, torch.device("cuda"), prebuilt=True)
 print("short pre-pass cases ok:", res["ok"])
 PY
-  timeout 300 python3 -m wan_fp4.cli check --kernels sm90-cute > $OUT/check_package.txt 2>&1; echo "check rc=$?"
-  tail -1 $OUT/check_package.txt; grep -E "^(FAIL|ERROR)" $OUT/check_package.txt | head -20
   timeout 120 python3 scripts/profile_sm90_device.py floor 2>&1 | tee $OUT/floor.txt
+  date -u +%H:%M:%S
+  [ "$1" = short_all ] && short_ncu
+  timeout 240 python3 -m wan_fp4.cli check --kernels sm90-cute > $OUT/check_package.txt 2>&1; echo "check rc=$?"
+  tail -1 $OUT/check_package.txt; grep -E "^(FAIL|ERROR)" $OUT/check_package.txt | head -20
   ;;
-short_ncu)
-  # where the short pre-pass's time goes at B1 H40 S1024 D128, both variants: issue-bound (issue
-  # slots busy) or memory-bound (DRAM throughput), its stalls, occupancy and waves; then the
-  # attention kernel after it, for the clock
-  timeout 300 ncu --clock-control none --section SpeedOfLight --section LaunchStats --section Occupancy \
-    --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis -k regex:'ShortPrepass' -c 2 \
-    python3 scripts/profile_sm90_device.py launch --short --shape 1x40x1024x128 > $OUT/ncu_short.txt 2>&1; echo "ncu rc=$?"
-  grep -E "ShortPrepass|Duration|SM Frequency|Issue Slots Busy|DRAM Throughput|Memory Throughput|Registers Per|Block Limit|Achieved Occ|Waves Per SM|Stall" $OUT/ncu_short.txt | head -60
-  ;;
+short_ncu) short_ncu ;;
 *)
-  echo "usage: job.sh dsl|peers_a|peers_b|sweep|package|package_split|short|short_ncu|split|bench|d64|prepass"; exit 2
+  echo "usage: job.sh dsl|peers_a|peers_b|sweep|package|package_split|short|short_all|short_ncu|split|bench|d64|prepass"; exit 2
   ;;
 esac
 date -u +%H:%M:%S
