@@ -68,9 +68,8 @@ def _sm90_default_entries():
 
 
 def _sm90_short_entries():
-    """The short-head pre-pass (kernels/sm90/prepass.py) of each (mode, D), K and V in registers
-    and staged in shared memory, and the kernel that follows it (config.SHORT_CONFIG; at most 1,024
-    keys, which the tail split never splits)."""
+    """The short-head pre-pass (kernels/sm90/prepass.py) of each (mode, D) and the kernel that
+    follows it (config.SHORT_CONFIG; at most 1,024 keys, which the tail split never splits)."""
     from wan_fp4.kernels.sm90 import SUPPORTED_HEAD_DIMS, SUPPORTED_MODES
     from wan_fp4.kernels.sm90.config import SHORT_CONFIG
     from wan_fp4.kernels.sm90.prepass import compile_prepass, prepass_name
@@ -78,10 +77,8 @@ def _sm90_short_entries():
     out = []
     for mode in SUPPORTED_MODES:
         for d in SUPPORTED_HEAD_DIMS:
-            for staged in (False, True):
-                out.append((prepass_name(mode, d, staged), "sm90",
-                            lambda mode=mode, d=d, staged=staged: compile_prepass(mode, d, staged),
-                            {"mode": mode, "head_dim": d, "kernel": "short pre-pass", "stage_kv": staged}))
+            out.append((prepass_name(mode, d), "sm90", lambda mode=mode, d=d: compile_prepass(mode, d),
+                        {"mode": mode, "head_dim": d, "kernel": "short pre-pass"}))
             out.append(_sm90_entry(mode, d, {**SHORT_CONFIG, "split_tail": False}))
     return out
 

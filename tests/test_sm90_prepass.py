@@ -31,7 +31,7 @@ def test_v_stores_write_the_attention_kernels_key_order():
 @pytest.mark.parametrize("d", [64, 128])
 def test_every_thread_holds_whole_16_byte_rows_of_the_block(d):
     cg, rg, rows = prepass.geometry(d)
-    assert cg * 8 == d and rg * rows == 128 and cg * rg == prepass.THREADS and rows % 4 == 0
+    assert cg * 8 == d and rg * rows == 128 and cg * rg == prepass.threads(d) and rows % 4 == 0
 
 
 def test_the_short_path_takes_self_attention_of_at_most_1024_bf16_tokens():
@@ -96,17 +96,16 @@ def test_the_call_launches_the_kernel_with_the_options_that_follow_its_operands(
 
 @pytest.mark.parametrize("mode", ["direct-p", "fp8"])
 @pytest.mark.parametrize("d", [64, 128])
-@pytest.mark.parametrize("staged", [False, True], ids=["kv-registers", "kv-staged"])
-def test_compiles_to_one_cluster_exchange_with_wide_accesses_and_no_spills(mode, d, staged):
+def test_compiles_to_one_cluster_exchange_with_wide_accesses_and_no_spills(mode, d):
     pytest.importorskip("cutlass")
     from ptx_addressing import AddressAudit, global_accesses
 
     from wan_fp4.eval import sass_profile
     from wan_fp4.kernels.sm90.compile import cubin_of, ptx_of
 
-    dump = DUMP / f"{mode}{d}{staged}"
+    dump = DUMP / f"{mode}{d}"
     dump.mkdir(exist_ok=True)
-    compiled = prepass.compile_prepass(mode, d, staged, options=f"--keep-ptx --keep-cubin --dump-dir {dump}")
+    compiled = prepass.compile_prepass(mode, d, options=f"--keep-ptx --keep-cubin --dump-dir {dump}")
     ptx = ptx_of(compiled)
     wanted = r"\b((?:ld|st)\.global[\w.]*|barrier\.cluster\.\w+|ld\.shared::cluster\.\w+|cp\.async[\w.]*)"
     ops = collections.Counter(re.findall(wanted, ptx))
@@ -114,12 +113,10 @@ def test_compiles_to_one_cluster_exchange_with_wide_accesses_and_no_spills(mode,
     # one barrier to exchange the column partials, one so that no CTA leaves while read
     assert ops["barrier.cluster.arrive"] == ops["barrier.cluster.wait"] == 2
     assert ops["ld.shared::cluster.f64"] >= 1 and ops["ld.shared::cluster.f32"] >= 1
-    # Q, K, V: 16 bytes per row of the thread; staged, K's and V's by cp.async past L1, one group
-    assert ops["ld.global.v4.b32"] == (1 if staged else 3) * rows
-    assert ops["cp.async.cg.shared.global"] == (2 * rows if staged else 0)
-    assert ops["cp.async.wait_group"] == ops["cp.async.commit_group"] == int(staged)
+    # Q, K, V: 16 bytes per row of the thread
+    assert ops["ld.global.v4.b32"] == 3 * rows
     assert ops["st.global.v2.b32"] == 2 * rows  # Q and K codes: 8 per row of the thread
-    assert ops["st.global.v4.b32"] == d * prepass.PIECES // prepass.THREADS  # V^T in 16-byte pieces
+    assert ops["st.global.v4.b32"] == d * prepass.PIECES // prepass.threads(d)  # V^T in 16-byte pieces
     assert ".local" not in ptx
     # the attention kernel may start once every CTA is past this (config.SHORT_CONFIG's pdl)
     assert ptx.count("griddepcontrol.launch_dependents") == 1
@@ -140,15 +137,11 @@ def test_compiles_to_one_cluster_exchange_with_wide_accesses_and_no_spills(mode,
     assert len(instrs) <= 12 * 3 * 8 * rows + 600, len(instrs)
     res = sass_profile.resources(sass_profile._cuobjdump(cubin, "-res-usage", exe))
     assert res["stack"] == 0
-    if staged:  # two CTAs per SM: half the register file and half of the 228 KiB each, with 1 KiB reserved
-        smem = sass_profile.dynamic_smem_bytes(compiled)
-        assert res["reg"] <= 65536 // (2 * prepass.THREADS)
-        assert 2 * (smem + res["shared_static"] + 1024) <= 228 * 1024
+    assert res["reg"] * prepass.threads(d) <= 65536  # the CTA fits the register file
 
 
 def test_prebuilt_objects_export_the_signature_prepare_short_passes():
-    """Each (mode, D) has its pre-pass prebuilt in both variants (K and V in registers, staged),
-    with the signature prepare_short passes, and the attention kernel that follows it
+    """Each (mode, D) has its pre-pass prebuilt, with the signature prepare_short passes, and the attention kernel that follows it
     (host.launch's config for at most 1,024 keys)."""
     from wan_fp4.kernels import aot
     from wan_fp4.kernels.sm90 import default_config
@@ -158,10 +151,9 @@ def test_prebuilt_objects_export_the_signature_prepare_short_passes():
     rebuild = "run `python scripts/build_prebuilt.py --only sm90`"
     for mode in ("direct-p", "fp8"):
         for d in (64, 128):
-            for staged in (False, True):
-                name = prepass.prepass_name(mode, d, staged)
-                assert PREBUILT.check(name) is None, rebuild
-                header = (PREBUILT.directory / f"{name}.h").read_text()
-                assert tuple(t for t, _ in aot.wrapper_signature(header, name)) == prepass.SIGNATURE
+            name = prepass.prepass_name(mode, d)
+            assert PREBUILT.check(name) is None, rebuild
+            header = (PREBUILT.directory / f"{name}.h").read_text()
+            assert tuple(t for t, _ in aot.wrapper_signature(header, name)) == prepass.SIGNATURE
             after = kernel_name(mode, d, {**default_config(mode, d, SHORT_CONFIG), "split_tail": False})
             assert PREBUILT.check(after) is None, rebuild

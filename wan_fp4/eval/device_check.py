@@ -337,7 +337,7 @@ def probe_short_prepass(case, ctx):
     (config.SHORT_CONFIG) gives the plain kernel's output and LSE bit for bit, and the score check
     raises for a poisoned input as it does (whose codes and scales are no contract: only the flags
     and the check are judged there); options["fused"]: q, k, v are views of one (B, S, 3, H, D)
-    tensor; options["stage_kv"]: the pre-pass's variant with K and V in shared memory."""
+    tensor."""
     from ..kernels.prepare import RANGE_STATS, prepare_fp8
     from ..kernels.sm90.layout import v_layout_args
     from ..kernels.sm90.prepass import prepare_short, short_reason
@@ -349,7 +349,7 @@ def probe_short_prepass(case, ctx):
     if why:
         raise ValueError(f"the short pre-pass refuses the case's inputs: {why}")
     want = prepare_fp8(q, k, v, **v_layout_args(case.mode))
-    got = prepare_short(q, k, v, case.mode, stage_kv=case.options.get("stage_kv", False), prebuilt=ctx.prebuilt)
+    got = prepare_short(q, k, v, case.mode, prebuilt=ctx.prebuilt)
     _sync(ctx.device)
     fields = ("q8", "k8", "v8t", "q_scale", "k_scale", "v_scale", "k_mean")
     m = {name: mismatch(getattr(got, name), getattr(want, name)) for name in fields}
@@ -622,12 +622,10 @@ def _sm90(suite, configs):
     short = [(1, 1024, 40, 128, None), (2, 1000, 3, 128, None), (1, 77, 5, 128, None), (1, 320, 12, 64, None),
              (2, 700, 3, 64, "fused"), (1, 1000, 2, 128, "q nan"), (1, 1000, 2, 128, "k inf"),
              (1, 1000, 2, 64, "v nan"), (1, 1, 3, 64, None), (2, 128, 3, 64, None), (1, 129, 2, 128, None)]
-    for mode, staged in itertools.product(_modes("sm90-cute"), (False, True)):
+    for mode in _modes("sm90-cute"):
         for b, s, h, d, extra in (short if suite == "full" else short[2:4]):
             opts = {"fused": True} if extra == "fused" else {"poison": extra} if extra else {}
-            opts["stage_kv"] = staged
-            label = (f"short pre-pass{' (K, V staged)' if staged else ''} == prepare_fp8 B{b} H{h} S{s} D{d}"
-                     + (f" {extra}" if extra else ""))
+            label = f"short pre-pass == prepare_fp8 B{b} H{h} S{s} D{d}" + (f" {extra}" if extra else "")
             tol = {"flags": 0, "check_disagrees": 0}
             if "poison" not in opts:
                 tol.update({"q8": 0, "k8": 0, "v8t": 0, "q_scale": 0, "k_scale": 0, "v_scale": 0, "k_mean": 0,

@@ -39,13 +39,10 @@ THREE_WG = {"n_wg": 3, "p_smem": True, "overlap": False, "fold": 2, "intra": Fal
 
 # Self-attention of at most 1,024 tokens quantised by one cluster launch (prepass.py) instead of
 # prepare_fp8's launches: the same bytes; the kernel then starts as that launch's programmatic
-# dependent (pdl). Off until it has run on a GPU: docs/SM90_GEN2.md item 30 says what decides it
-# (its check, then the whole call at 1,024 tokens against cuDNN BF16).
+# dependent (pdl). Off: docs/SM90_GEN2.md item 30 says what decides it (its check, then the whole
+# call at 1,024 tokens against cuDNN BF16).
 SHORT_PREPASS = False
 SHORT_CONFIG = {"pdl": True}  # the kernel's options after the short pre-pass
-# Its K and V held in shared memory (cp.async) rather than registers, so that at D128 two CTAs fit
-# an SM instead of one (prepass.py). Off until the floor's rows for both decide (item 30).
-SHORT_STAGE_KV = False
 
 
 def default_config(mode: str, head_dim: int, config: dict | None = None) -> dict:

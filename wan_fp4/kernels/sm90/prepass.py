@@ -8,9 +8,10 @@ Here a thread-block cluster holds one head: CTA i loads key block i (and query b
 column partials, and reads the other CTAs' from their shared memory after one cluster barrier, so
 the statistics cost neither a second read of K and V nor a launch. Q's codes need nothing from the
 cluster and are made while the other CTAs arrive. A portable cluster has 8 CTAs, hence the limit.
-K and V wait across the cluster barrier in registers or (`stage_kv`, config.SHORT_STAGE_KV) in
-shared memory: at D128 that is one CTA per SM (about 190 registers) or two (at most 128, as its
-launch bounds ask; tests/test_sm90_prepass.py checks that both they and its shared memory fit).
+Q, K and V wait across the cluster barrier in registers, four rows a thread (`geometry`): measured,
+the launch is bound by each warp's chain of dependent instructions, not by bytes or issue slots,
+so a CTA has as many threads as its block has 16-byte pieces in four rows (512 at D128, one CTA
+and 128 registers a thread per SM).
 
 The outputs are prepare_fp8's in the sm90 kernel's V^T layout, byte for byte for the inputs the
 score check passes (checked on the GPU by `wan-fp4 check`, probe "short-prepass"), except
@@ -30,7 +31,7 @@ from .layout import ONES_ROWS, SIGMA, v_layout_args
 
 MAX_BLOCKS = 8  # CTAs of a portable cluster: heads of at most 1,024 keys
 MAX_TOKENS = MAX_BLOCKS * QK_SCALE_BLOCK
-THREADS = 256
+ROWS = 4  # rows of the block per thread: V's codes go to shared memory a word (4 keys) at a time
 PIECES = 8  # 16-byte pieces of a V^T row's 128 columns of a block
 GRID_Y_MAX = 65535  # CUDA's limit on gridDim.y
 # the wrapper's parameters as `prepare_short` passes them: q, k, v, q8, k8, v8t, q_scale, k_scale,
@@ -41,9 +42,13 @@ SIGNATURE = ("void*",) * 11 + ("int64_t",) * 9 + ("int32_t",) * 3 + ("stream",)
 def geometry(d: int) -> tuple[int, int, int]:
     """(channel groups, row groups, rows per thread) of a CTA's 128 x d block: thread t holds
     channels 8 (t % CG) .. +8 of rows R (t // CG) .. +R."""
-    cg = d // 8
-    rg = THREADS // cg
-    return cg, rg, QK_SCALE_BLOCK // rg
+    return d // 8, QK_SCALE_BLOCK // ROWS, ROWS
+
+
+def threads(d: int) -> int:
+    """The CTA's threads at head dim d: one per 8 channels of 4 rows."""
+    cg, rg, _ = geometry(d)
+    return cg * rg
 
 
 def v_gather() -> tuple:
@@ -108,10 +113,9 @@ def _args(ptrs=None, strides=(0,) * 9, sizes=(1, 1, 128), stream=None):
             stream if stream is not None else make_fake_stream())
 
 
-def compile_prepass(mode: str, head_dim: int, stage_kv: bool = False, *, options: str = ""):
-    """The kernel for (mode, D), K and V held in registers or (`stage_kv`) staged in shared memory,
-    compiled (cached) for sm_90a; works without a GPU. One kernel serves every head of 1 to
-    MAX_BLOCKS key blocks (the cluster's size is set at launch)."""
+def compile_prepass(mode: str, head_dim: int, *, options: str = ""):
+    """The kernel for (mode, D), compiled (cached) for sm_90a; works without a GPU. One kernel
+    serves every head of 1 to MAX_BLOCKS key blocks (the cluster's size is set at launch)."""
     from .compile import ARCH, arch_options, cached
 
     def build():
@@ -119,24 +123,20 @@ def compile_prepass(mode: str, head_dim: int, stage_kv: bool = False, *, options
 
         from .prepass_kernel import ShortPrepass
 
-        return cute.compile(ShortPrepass(head_dim, mode, stage_kv), *_args(), options=arch_options(options))
+        return cute.compile(ShortPrepass(head_dim, mode), *_args(), options=arch_options(options))
 
-    return cached(("short pre-pass", mode, head_dim, stage_kv, ARCH, options), build)
-
-
-def prepass_name(mode: str, head_dim: int, stage_kv: bool = False) -> str:
-    return f"wanfp4_sm90_prepass_{mode.replace('-', '')}_d{head_dim}" + ("_stagekv" if stage_kv else "")
+    return cached(("short pre-pass", mode, head_dim, ARCH, options), build)
 
 
-def prepare_short(q, k, v, mode: str, *, stage_kv: bool | None = None, prebuilt=None):
+def prepass_name(mode: str, head_dim: int) -> str:
+    return f"wanfp4_sm90_prepass_{mode.replace('-', '')}_d{head_dim}"
+
+
+def prepare_short(q, k, v, mode: str, *, prebuilt=None):
     """prepare_fp8(q, k, v, **v_layout_args(mode)) in one launch, for inputs `short_reason` accepts
-    (CUDA tensors), K and V held in registers or (`stage_kv`; None: config.SHORT_STAGE_KV) in
-    shared memory. range_stats comes as (B, H, blocks, 5), one row per CTA."""
+    (CUDA tensors). range_stats comes as (B, H, blocks, 5), one row per CTA."""
     from ..prepare import PreparedFP8, _carve
-    from . import config
     from .aot import PREBUILT
-
-    stage_kv = config.SHORT_STAGE_KV if stage_kv is None else stage_kv
 
     b, s, h, d = q.shape
     n = -(-s // QK_SCALE_BLOCK)
@@ -156,10 +156,10 @@ def prepare_short(q, k, v, mode: str, *, stage_kv: bool | None = None, prebuilt=
     def jit():
         import cuda.bindings.driver as cuda
 
-        compile_prepass(mode, d, stage_kv)(*_args(ptrs, strides, (b, h, s), cuda.CUstream(raw_stream)))
+        compile_prepass(mode, d)(*_args(ptrs, strides, (b, h, s), cuda.CUstream(raw_stream)))
 
-    PREBUILT.run_or_jit(prepass_name(mode, d, stage_kv), (*ptrs, *strides, b, h, s, raw_stream), dev, jit,
-                        prebuilt, f" for the short pre-pass, mode={mode!r} D={d} stage_kv={stage_kv}",
+    PREBUILT.run_or_jit(prepass_name(mode, d), (*ptrs, *strides, b, h, s, raw_stream), dev, jit,
+                        prebuilt, f" for the short pre-pass, mode={mode!r} D={d}",
                         expect=SIGNATURE)
     return PreparedFP8(q8, k8, v8t, q_scale, k_scale, v_scale, k_mean, s, s, stats, **v_layout_args(mode))
 

@@ -1,14 +1,11 @@
 """The short-head pre-pass's CuTe DSL kernel (its contract and host side: prepass.py).
 
-A cluster of one 256-thread CTA per 128-token block of a head. CTA i loads its blocks of K, V and Q
-(held as BF16 pairs), adds K's column sums (float64) and V's column maxima over its rows, and
-arrives at the cluster barrier; makes Q's codes while the others arrive; then adds every CTA's
-partials in block order, read from their shared memory, and makes K's codes (smoothed by the
-mean) and V's (per channel, in the attention kernel's key order, with direct-p's ones rows).
-
-K and V wait across the barrier either in registers (at D128 one CTA per SM) or, with `stage_kv`,
-in shared memory, copied there by cp.async (no registers in flight), so that at D128 two CTAs fit
-an SM and one's loads run under the other's codes (prepass.py; the test checks the counts).
+A cluster of one CTA per 128-token block of a head, a thread per 16 bytes of 4 rows (prepass.py's
+geometry). CTA i loads its blocks of K, V and Q (held in registers as BF16 pairs), adds K's column
+sums (float64) and V's column maxima over its rows, and arrives at the cluster barrier; makes Q's
+codes while the others arrive; then adds every CTA's partials in block order, read from their
+shared memory, and makes K's codes (smoothed by the mean) and V's (per channel, in the attention
+kernel's key order, with direct-p's ones rows).
 """
 from __future__ import annotations
 
@@ -16,12 +13,11 @@ import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, Float64, Int32, Int64
-from cutlass.cute.nvgpu import cpasync
 
 from ...modes import E4M3_MAX, E4M3_ONE
 from ..prepare import RANGE_STATS
 from .layout import ONES_ROWS
-from .prepass import PIECES, THREADS, geometry, v_gather
+from .prepass import MAX_BLOCKS, PIECES, geometry, threads, v_gather
 from .ptx import (bf16_high, bf16_low, bits_f32, byte_perm, f32_bits, ld_cluster_f32, ld_cluster_f64, max_nan_bf16x2,
                   min_nan_bf16x2, pack_e4m3x4)
 
@@ -59,8 +55,7 @@ def non_finite(word: Int32):
 
 @cute.jit
 def row_of(words, r):
-    """Row r of the thread's (R, 4) words of BF16 pairs (registers or shared memory) as a fragment
-    of four registers: one 16-byte shared load where the words are staged."""
+    """Row r of the thread's (R, 4) words of BF16 pairs as a fragment of four registers."""
     w = cute.make_rmem_tensor((4,), Int32)
     cute.autovec_copy(words[r, None], w)
     return w
@@ -77,11 +72,11 @@ def bf16(w, j: cutlass.Constexpr):
 class ShortPrepass:
     """One launch per call: grid (key blocks, B*H), one cluster of CTAs per head (prepass.py)."""
 
-    def __init__(self, d: int, mode: str, stage_kv: bool = False):
+    def __init__(self, d: int, mode: str):
         assert d in (64, 128) and mode in ("direct-p", "fp8")
         self.d = d
+        self.threads = threads(d)
         self.ones = ONES_ROWS if mode == "direct-p" else 0
-        self.stage_kv = stage_kv
 
     @cute.jit
     def __call__(self, p_q: cute.Pointer, p_k: cute.Pointer, p_v: cute.Pointer, p_q8: cute.Pointer,
@@ -115,25 +110,19 @@ class ShortPrepass:
         launch = self.kernel(mQ, mK, mV, mQ8, mK8, mV8t, cute.make_tensor(p_qs, per_block),
                              cute.make_tensor(p_ks, per_block), cute.make_tensor(p_vs, per_channel),
                              cute.make_tensor(p_km, per_channel), stats, h, s, n)
-        # staged: registers for two CTAs per SM (at most 128 each); the two need the largest shared
-        # memory carve-out, asked for here (the driver picks one that fits them anyway; without an
-        # explicit one the DSL queries a device at compile time)
-        two_per_sm = dict(min_blocks_per_mp=2, preferred_smem_carveout=100) if self.stage_kv else {}
-        launch.launch(grid=[n, b * h, 1], block=[THREADS, 1, 1], cluster=[n, 1, 1], stream=stream, **two_per_sm)
+        # one CTA per SM: the register file shared by its threads (128 each at D128)
+        launch.launch(grid=[n, b * h, 1], block=[self.threads, 1, 1], cluster=[n, 1, 1], stream=stream,
+                      min_blocks_per_mp=1)
 
     @cute.jit
-    def load_rows(self, g_in, x, blk, s, rg, cg, atom=None):
-        """The thread's R rows x 8 channels of block blk into x, words of BF16 pairs (zero past
-        s): loaded into registers, or with a cp.async `atom` copied into shared memory (then
-        complete once the thread's cp.async group is waited for)."""
+    def load_rows(self, g_in, x, blk, s, rg, cg):
+        """The thread's R rows x 8 channels of block blk into registers x, words of BF16 pairs
+        (zero past s)."""
         rows = geometry(self.d)[2]
         for r in cutlass.range_constexpr(rows):
             src = cute.flat_divide(g_in[blk * 128 + rg * rows + r, None], (4,))[(None, cg)]
             if blk * 128 + rg * rows + r < s:
-                if cutlass.const_expr(atom is None):
-                    cute.autovec_copy(src, x[r, None])
-                else:
-                    cute.copy(atom, src, x[r, None])
+                cute.autovec_copy(src, x[r, None])
             else:
                 for j in cutlass.range_constexpr(4):
                     x[r, j] = Int32(0)
@@ -156,30 +145,16 @@ class ShortPrepass:
         p_v = smem.allocate_tensor(Float32, cute.make_layout(d), 16)
         t_k = smem.allocate_tensor(Float32, cute.make_layout(d), 16)  # the head's mean, channel amax
         t_v = smem.allocate_tensor(Float32, cute.make_layout(d), 16)
-        s_red = smem.allocate_tensor(Float32, cute.make_layout((THREADS // 32, 5)), 16)  # (warp, value)
+        s_red = smem.allocate_tensor(Float32, cute.make_layout((self.threads // 32, 5)), 16)  # (warp, value)
         # V's codes in key order, (channel, key) bytes, read back in the kernel's key order
         s_vc = smem.allocate_tensor(cutlass.Uint8, cute.make_layout((d, 128), stride=(132, 1)), 16)
 
-        # all of the CTA's inputs in flight at once, held as BF16 pairs (half the registers), K
-        # and V in registers or staged in shared memory
+        # all of the CTA's inputs in flight at once, held as BF16 pairs (half the registers)
         by_row = cute.make_layout((rows, 4), stride=(4, 1))  # (row, channel pair) of the thread
-        qw = cute.make_rmem_tensor(by_row, Int32)
-        atom = None
-        if cutlass.const_expr(self.stage_kv):
-            # (row, thread, channel pair): a warp's 16-byte pieces of a row side by side, so its
-            # copies and reads take no bank conflicts
-            staged = cute.make_layout((rows, THREADS, 4), stride=(THREADS * 4, 4, 1))
-            kw, vw = (smem.allocate_tensor(Int32, staged, 16)[None, t, None] for _ in range(2))
-            # .cg: past L1, which the carve-out gives to shared memory
-            atom = cute.make_copy_atom(cpasync.CopyG2SOp(cpasync.LoadCacheMode.GLOBAL), Int32, num_bits_per_copy=128)
-        else:
-            kw, vw = (cute.make_rmem_tensor(by_row, Int32) for _ in range(2))
-        self.load_rows(mK[None, None, (hh, bb)], kw, blk, s, rg, cg, atom)
-        self.load_rows(mV[None, None, (hh, bb)], vw, blk, s, rg, cg, atom)
+        qw, kw, vw = (cute.make_rmem_tensor(by_row, Int32) for _ in range(3))
+        self.load_rows(mK[None, None, (hh, bb)], kw, blk, s, rg, cg)
+        self.load_rows(mV[None, None, (hh, bb)], vw, blk, s, rg, cg)
         self.load_rows(mQ[None, None, (hh, bb)], qw, blk, s, rg, cg)
-        if cutlass.const_expr(self.stage_kv):
-            cute.arch.cp_async_commit_group()
-            cute.arch.cp_async_wait_group(0)  # the thread reads back only its own pieces
         # one pass over the thread's rows: K's column sums, in float64 (exact for BF16 inputs of
         # any realistic range, so the head's total does not depend on the order); and as BF16
         # pairs, with max.NaN, K's column maxima and minima over rows before S (its smoothed
@@ -228,14 +203,23 @@ class ShortPrepass:
         amax = cute.arch.fmax(bf16_low(q_hi), bf16_high(q_hi))
         amax, bad_q = self.block_max((amax, bad_q), s_red, 3, t)
         q_scale = self.block_codes(qw, None, amax, mQs, mQ8[None, None, (hh, bb)], t, blk, hh, bb, s)
-        # the cluster's partials: every CTA adds all blocks' in block order
+        # the cluster's partials: every CTA adds all blocks' in block order, each block's loads
+        # issued before any sum waits on them (the CTAs past n add +0.0 and 0: no bit changes)
         cute.arch.cluster_wait()
         if t < d:
+            parts_k = cute.make_rmem_tensor((MAX_BLOCKS,), Float64)
+            parts_v = cute.make_rmem_tensor((MAX_BLOCKS,), Float32)
+            for r in cutlass.range_constexpr(MAX_BLOCKS):
+                parts_k[r] = Float64(0.0)
+                parts_v[r] = Float32(0.0)
+                if r < n:
+                    parts_k[r] = ld_cluster_f64(cute.arch.map_dsmem_ptr(p_k.iterator + t, r).toint())
+                    parts_v[r] = ld_cluster_f32(cute.arch.map_dsmem_ptr(p_v.iterator + t, r).toint())
             acc = Float64(0.0)
             mx = Float32(0.0)
-            for r in cutlass.range(n):
-                acc = acc + ld_cluster_f64(cute.arch.map_dsmem_ptr(p_k.iterator + t, r).toint())
-                mx = cute.arch.fmax(mx, ld_cluster_f32(cute.arch.map_dsmem_ptr(p_v.iterator + t, r).toint()))
+            for r in cutlass.range_constexpr(MAX_BLOCKS):
+                acc = acc + parts_k[r]
+                mx = cute.arch.fmax(mx, parts_v[r])
             mean = Float32(acc / Float64(s))
             t_k[t] = mean
             t_v[t] = mx
@@ -282,7 +266,7 @@ class ShortPrepass:
         out = []
         for i in cutlass.range_constexpr(len(vals)):
             x = s_red[0, slot + i]
-            for k in cutlass.range_constexpr(1, THREADS // 32):
+            for k in cutlass.range_constexpr(1, self.threads // 32):
                 x = cute.arch.fmax(x, s_red[k, slot + i])
             out.append(x)
         return tuple(out)
@@ -339,8 +323,8 @@ class ShortPrepass:
                     bf16(vr[2], j) * v_inv[j], bf16(vr[3], j) * v_inv[j])
         cute.arch.sync_threads()
         out = cute.make_rmem_tensor((4,), Int32)
-        for it in cutlass.range_constexpr(d * PIECES // THREADS):
-            piece = it * THREADS + t
+        for it in cutlass.range_constexpr(d * PIECES // self.threads):
+            piece = it * self.threads + t
             ch, q = piece // PIECES, piece % PIECES  # V^T row, and its columns 16 q .. 16 q + 15
             # keys 16 q .. 16 q + 15 as four words (a row's stride of 33 words keeps a warp's
             # loads on distinct banks)
