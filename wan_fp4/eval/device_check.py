@@ -618,7 +618,7 @@ def _sm90(suite, configs):
             out.append(Case("sm90-cute", f"prebuilt == JIT D{d}", "prebuilt-jit", mode, (2, 1000, 1000, 3, d),
                             tol={"differing": 0, "nan": 0}, seed=d))
     # the short-head pre-pass (off by default: config.SHORT_PREPASS), on heads of 1 to 8 key blocks
-    # (B, S, H, D, variant); K with a mean (kmean), as the smoothing sees it
+    # (B, S, H, D, extra); K with a mean (kmean), as the smoothing sees it
     short = [(1, 1024, 40, 128, None), (2, 1000, 3, 128, None), (1, 77, 5, 128, None), (1, 320, 12, 64, None),
              (2, 700, 3, 64, "fused"), (1, 1000, 2, 128, "q nan"), (1, 1000, 2, 128, "k inf"),
              (1, 1000, 2, 64, "v nan"), (1, 1, 3, 64, None), (2, 128, 3, 64, None), (1, 129, 2, 128, None)]

@@ -1,8 +1,9 @@
 # The H200 jobs for issue 16, kept in the repo so a fresh checkout still has them. `split`, `bench`
 # and `prepass` ran on 2026-12-05 (docs/results/2026-12-05-h200/); `peers_a`, `peers_b` and `sweep`,
 # the one run with every peer on the kernels as they stand, the check first, ran the same day
-# (docs/results/2026-12-05b-h200/). What is left (docs/SM90_GEN2.md item 30) starts with `short`,
-# the short-head pre-pass, built and compiled on the CPU and not yet run. Prepare on the CPU first:
+# (docs/results/2026-12-05b-h200/). What is left (docs/SM90_GEN2.md item 30) starts with
+# `short_all`, the short-head pre-pass: first run on an H100 (docs/results/2026-12-05c-h100/), rebuilt
+# since with four rows a thread and not yet run. Prepare on the CPU first:
 #   ../shared/gpu/bundle.sh py && ../shared/gpu/bundle.sh dsl
 #   scripts/pack_sage2_source.sh /path/to/SageAttention    (commit d1a57a5)
 #   python3 scripts/build_prebuilt.py --only sm90 --out .device/sm90 --sm90-config '{"split_tail": true}' --sm90-head-dims 128 64
@@ -17,13 +18,14 @@
 #   bash docs/results/next-h200/job.sh package (or package_split)  carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", "wan_fp4/kernels/prebuilt/sm90a"]
 #     (the folder carries its linked shims, which git ignores; without them no prebuilt kernel loads)
 #   bash docs/results/next-h200/job.sh short  carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", ".device/shims.tar.zst"]
-#     (the folder with its 18 linked shims no longer fits a call's 64 MiB beside the tree: pack the shims
+#     (the folder with its linked shims no longer fits a call's 64 MiB beside the tree: pack the shims
 #     with `tar -C wan_fp4/kernels/prebuilt/sm90a -cf - $(cd wan_fp4/kernels/prebuilt/sm90a; ls lib*.so) |
 #     .device/zstd -19 -o .device/shims.tar.zst` and unpack them there first:
 #     `.device/zstd -d -c .device/shims.tar.zst | tar -C wan_fp4/kernels/prebuilt/sm90a -xf - && bash ...`)
-#     docs/SM90_GEN2.md item 30 (a), the short-head pre-pass: prepared 2026-12-05, not run yet (no DSL needed);
-#     its variant with K and V staged in shared memory (two CTAs per SM at D128) added 2026-12-05, not run
-#   bash docs/results/next-h200/job.sh short_ncu  the same carry: ncu on both variants at H40 S1024 (after `short`)
+#     docs/SM90_GEN2.md item 30 (a), the short-head pre-pass (no DSL needed): first run 2026-12-05 on an
+#     H100 (docs/results/2026-12-05c-h100/: one token FAILs, 33 us alone); its four-rows-a-thread
+#     build (512 threads at D128) since then, not run
+#   bash docs/results/next-h200/job.sh short_ncu  the same carry: ncu on it at H40 S1024 (after `short`)
 #   bash docs/results/next-h200/job.sh short_all  the same carry: `short` with the ncu run before the whole check, one call
 # (`split`, `bench`, `d64`, `prepass` and `sweep` need only the py bundle and .device/sm90; `dsl`
 # unpacks a whole dsl bundle where it fits.)
@@ -42,10 +44,10 @@ SPLIT='{"split_tail": true}'
 nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv | tee $OUT/gpu.txt
 date -u +%H:%M:%S
 short_ncu() {
-  # where the short pre-pass's time goes at B1 H40 S1024 D128, both variants: issue-bound (issue
+  # where the short pre-pass's time goes at B1 H40 S1024 D128: issue-bound (issue
   # slots busy) or memory-bound (DRAM throughput), its stalls, occupancy and waves
   timeout 200 ncu --clock-control none --section SpeedOfLight --section LaunchStats --section Occupancy \
-    --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis -k regex:'ShortPrepass' -c 2 \
+    --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis -k regex:'ShortPrepass' -c 1 \
     python3 scripts/profile_sm90_device.py launch --short --shape 1x40x1024x128 > $OUT/ncu_short.txt 2>&1; echo "ncu rc=$?"
   grep -E "ShortPrepass|Duration|SM Frequency|Issue Slots Busy|DRAM Throughput|Memory Throughput|Registers Per|Block Limit|Achieved Occ|Waves Per SM|Stall" $OUT/ncu_short.txt | head -60
 }
@@ -185,10 +187,12 @@ PY
   ;;
 short|short_all)
   # item 30 (a), the short-head pre-pass (kernels/sm90/prepass.py, off by default), from the package's
-  # own prebuilt kernels: its bytes against prepare_fp8's, K and V in registers and staged in shared
-  # memory (the check's "short pre-pass" cases, first, under a time limit: a cluster barrier that
-  # never completes would hang here), then the floor's rows with it on (both variants) and off beside
-  # cuDNN BF16, then (short_all) ncu on both variants, then the rest of the check
+  # own prebuilt kernels: its bytes against prepare_fp8's (the check's "short pre-pass" cases,
+  # first, under a time limit: a cluster barrier that never completes would hang here), then the
+  # floor's rows with it on and off beside cuDNN BF16, then (short_all) ncu on it, then the rest of
+  # the check. First, where its bytes differ from prepare_fp8's at one token (s1_diag.py: the four
+  # FAILs of 2026-12-05's H100 run)
+  timeout 60 python3 docs/results/next-h200/s1_diag.py > $OUT/s1_diag.txt 2>&1; tail -30 $OUT/s1_diag.txt
   timeout -k 10 150 python3 - <<'PY' 2>&1 | tee $OUT/check_short.txt
 import torch
 from wan_fp4.eval import device_check as D
