@@ -141,8 +141,8 @@ def test_compiles_to_one_cluster_exchange_with_wide_accesses_and_no_spills(mode,
 
 
 def test_prebuilt_objects_export_the_signature_prepare_short_passes():
-    """Each (mode, D) has its pre-pass prebuilt, with the signature prepare_short passes, and the attention kernel that follows it
-    (host.launch's config for at most 1,024 keys)."""
+    """Each (mode, D) has its pre-pass prebuilt, with the signature prepare_short passes, and the
+    attention kernel that follows it (host.launch's config for at most 1,024 keys)."""
     from wan_fp4.kernels import aot
     from wan_fp4.kernels.sm90 import default_config
     from wan_fp4.kernels.sm90.aot import PREBUILT, kernel_name

@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import faulthandler
 import importlib.util
-import itertools
 import json
 import math
 import time

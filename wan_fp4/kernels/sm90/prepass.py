@@ -8,10 +8,10 @@ Here a thread-block cluster holds one head: CTA i loads key block i (and query b
 column partials, and reads the other CTAs' from their shared memory after one cluster barrier, so
 the statistics cost neither a second read of K and V nor a launch. Q's codes need nothing from the
 cluster and are made while the other CTAs arrive. A portable cluster has 8 CTAs, hence the limit.
-Q, K and V wait across the cluster barrier in registers, four rows a thread (`geometry`): measured,
-the launch is bound by each warp's chain of dependent instructions, not by bytes or issue slots,
-so a CTA has as many threads as its block has 16-byte pieces in four rows (512 at D128, one CTA
-and 128 registers a thread per SM).
+Q, K and V wait across the cluster barrier in registers. Measured, the launch is bound by each
+warp's chain of dependent instructions, not by bytes or issue slots, so a thread holds only four
+rows of 8 channels (`geometry`): 512 threads at D128 (one CTA per SM, 128 registers a thread), 256
+at D64.
 
 The outputs are prepare_fp8's in the sm90 kernel's V^T layout, byte for byte for the inputs the
 score check passes (checked on the GPU by `wan-fp4 check`, probe "short-prepass"), except
