@@ -45,11 +45,20 @@ nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=cs
 date -u +%H:%M:%S
 short_ncu() {
   # where the short pre-pass's time goes at B1 H40 S1024 D128: issue-bound (issue
-  # slots busy) or memory-bound (DRAM throughput), its stalls, occupancy and waves
-  timeout 200 ncu --clock-control none --section SpeedOfLight --section LaunchStats --section Occupancy \
-    --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis -k regex:'ShortPrepass' -c 1 \
-    python3 scripts/profile_sm90_device.py launch --short --shape 1x40x1024x128 > $OUT/ncu_short.txt 2>&1; echo "ncu rc=$?"
+  # slots busy) or memory-bound (DRAM throughput), occupancy and waves, and (2026-12-05's H100 run
+  # found it bound by each warp's latency) what its warps wait on: every stall reason per issued
+  # instruction, and the sampled stalls by SASS line
+  local run="python3 scripts/profile_sm90_device.py launch --short --shape 1x40x1024x128"
+  timeout 150 ncu --clock-control none --section SpeedOfLight --section LaunchStats --section Occupancy \
+    --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis --section SourceCounters \
+    -k regex:'ShortPrepass' -c 1 $run > $OUT/ncu_short.txt 2>&1; echo "ncu rc=$?"
   grep -E "ShortPrepass|Duration|SM Frequency|Issue Slots Busy|DRAM Throughput|Memory Throughput|Registers Per|Block Limit|Achieved Occ|Waves Per SM|Stall" $OUT/ncu_short.txt | head -60
+  # a run of its own, so that a metric this ncu lacks costs only this table
+  timeout 100 ncu --clock-control none -k regex:'ShortPrepass' -c 1 \
+    --metrics "$(printf 'smsp__average_warps_issue_stalled_%s_per_issue_active.ratio,' barrier long_scoreboard \
+      short_scoreboard wait math_pipe_throttle mio_throttle lg_throttle membar dispatch_stall no_instruction \
+      branch_resolving not_selected selected sleeping drain misc | sed 's/,$//')" \
+    $run > $OUT/ncu_short_stalls.txt 2>&1; echo "ncu stalls rc=$?"; grep stalled $OUT/ncu_short_stalls.txt
 }
 case "$1" in
 split)

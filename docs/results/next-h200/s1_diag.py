@@ -1,7 +1,8 @@
 """Where the short pre-pass's bytes differ from prepare_fp8's at one token (the check's 4 FAILs,
 2026-12-05 H100 run): the caching allocator's blocks filled with 0x7F (an E4M3 NaN, which no path
 writes for finite inputs) before each call, so an unwritten byte shows as 0x7F; the positions and
-values of each difference."""
+values of each difference (0x80, a negative zero, would mean a warp scaled its zero rows by a
+negative or garbage inverse scale); then whether repeated calls agree (a race would not)."""
 import torch
 from wan_fp4.kernels.prepare import prepare_fp8
 from wan_fp4.kernels.sm90.layout import v_layout_args
@@ -51,3 +52,13 @@ for mode in ("fp8", "direct-p"):
             if not torch.equal(a, w):
                 line.append(f"{f} differ: {a.flatten()[:4].tolist()} vs {w.flatten()[:4].tolist()}")
         print(mode, f"B{b} S{s} H{h} D{d}:", "; ".join(line))
+
+# a race would differ from call to call: the same inputs twenty times, each call's bytes against the first's
+for mode in ("fp8", "direct-p"):
+    for b, s, h, d in ((1, 1, 3, 64), (1, 1024, 40, 128)):
+        q, k, v = (torch.randn(b, s, h, d, device=dev).bfloat16() for _ in range(3))
+        first = prepare_short(q, k, v, mode, prebuilt=True)
+        unlike = [sum(int((getattr(first, f).view(torch.uint8) != getattr(again, f).view(torch.uint8)).sum())
+                      for f in ("q8", "k8", "v8t"))
+                  for again in (prepare_short(q, k, v, mode, prebuilt=True) for _ in range(20))]
+        print(mode, f"B{b} S{s} H{h} D{d}: bytes unlike the first call's, 20 calls:", unlike)
