@@ -67,26 +67,9 @@ def _sm90_default_entries():
             for cfg in launch_configs(mode, d)]
 
 
-def _sm90_short_entries():
-    """The short-head pre-pass (kernels/sm90/prepass.py) of each (mode, D) and the kernel that
-    follows it (config.SHORT_CONFIG; at most 1,024 keys, which the tail split never splits)."""
-    from wan_fp4.kernels.sm90 import SUPPORTED_HEAD_DIMS, SUPPORTED_MODES
-    from wan_fp4.kernels.sm90.config import SHORT_CONFIG
-    from wan_fp4.kernels.sm90.prepass import compile_prepass, prepass_name
-
-    out = []
-    for mode in SUPPORTED_MODES:
-        for d in SUPPORTED_HEAD_DIMS:
-            out.append((prepass_name(mode, d), "sm90", lambda mode=mode, d=d: compile_prepass(mode, d),
-                        {"mode": mode, "head_dim": d, "kernel": "short pre-pass"}))
-            out.append(_sm90_entry(mode, d, {**SHORT_CONFIG, "split_tail": False}))
-    return out
-
-
 ENTRIES = [
     # (name, arch family, build() -> compiled kernel, manifest meta)
     *_sm90_default_entries(),
-    *_sm90_short_entries(),
     _sm100_entry(),
 ]
 

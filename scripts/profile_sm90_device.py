@@ -4,9 +4,7 @@
     python scripts/profile_sm90_device.py prepass     # checks and times the quantisation pre-pass
 
 launch: the sm90 kernel of --mode (default direct-p) at --shape (default B1 H12 S32760 D128; keys
-  --s-kv, default S; with --short the short pre-pass first, on self-attention of at
-  most 1,024 tokens: `ncu -k regex:ShortPrepass`) on prepared operands (the default config,
-  then each --configs JSON; prebuilt kernels, from --prebuilt-dir if given), then a cuBLAS FP8
+  --s-kv, default S) on prepared operands (the default config, then each --configs JSON; prebuilt kernels, from --prebuilt-dir if given), then a cuBLAS FP8
   GEMM 8192^3 (the tensor-core reference the kernel is read against: tensor-pipe activity, issue
   stalls, clocks).
 prepass: the pre-pass's bytes against the torch path's (several calls), then triton.testing.do_bench
@@ -19,11 +17,8 @@ percall: where a short call's time goes, at B1 H40 S1024 (the fixed per-call cos
   same two ways; then torch.profiler over 100 eager calls (each op's CPU and CUDA time, kernels
   per call); a Chrome trace goes to --trace if given.
 floor: what a short call cannot go below, at B1 H40 D128, S 1,024 and 4,096, each from a CUDA graph:
-  the whole call (as it is, then with config.SHORT_PREPASS off and on), the short-head pre-pass
-  (kernels/sm90/prepass.py, one cluster launch; at 1,024 tokens only) alone, + the kernel, and +
-  the kernel launched as its programmatic dependent (config.SHORT_CONFIG), the pre-pass, its
-  column statistics' partials alone (which every code waits for: K's mean and V's channel amax
-  span all keys), the kernel alone, then the statistics + the kernel, a one-launch E4M3 cast of
+  the whole call, the pre-pass, its column statistics' partials alone (which every code waits
+  for: K's mean and V's channel amax span all keys), the kernel alone, then the statistics + the kernel, a one-launch E4M3 cast of
   Q, K and V (no scales: the bytes' floor of any pre-pass) + the kernel,
   the same cast of K and V only + the kernel (Q quantised in the kernel, at no cost), the
   two-launch pre-pass of docs/SM90_GEN2.md item 27 (K smoothed by its first 128 keys' mean, so
@@ -67,7 +62,6 @@ except ImportError:  # the CPU-only install: every mode here needs the GPU anywa
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from wan_fp4.kernels import prepare, sm90  # noqa: E402
-from wan_fp4.kernels.sm90 import prepass as short_prepass  # noqa: E402
 from wan_fp4.kernels.sm90.layout import v_layout_args  # noqa: E402
 
 
@@ -93,12 +87,10 @@ def _graph_ms(fn, calls, rep=300, warmup=5):
     return tt.do_bench(graphed(fn, calls), warmup=warmup, rep=rep, return_mode="median") / calls
 
 
-def launch(configs, shape=(1, 12, 32760, 128), mode="direct-p", s_kv=None, short=False):
+def launch(configs, shape=(1, 12, 32760, 128), mode="direct-p", s_kv=None):
     b, h, s, d = shape
     s_kv = s if s_kv is None else s_kv
     q, k, v = _rand(b, s, h, d), _rand(b, s_kv, h, d), _rand(b, s_kv, h, d)
-    if short:  # the short pre-pass first
-        short_prepass.prepare_short(q, k, v, mode, prebuilt=True)
     ops, out, lse = _operands(q, k, v, mode)
     for config in configs:
         sm90.launch(ops, mode, d, config=config, out=out, lse=lse, prebuilt=True)
@@ -397,31 +389,10 @@ def floor(lengths=(1024, 4096), calls=20):
             with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
                 return F.scaled_dot_product_attention(qt, kt, vt)
 
-        def short(on):  # the whole call with config.SHORT_PREPASS so
-            def call():
-                cfg = sm90.config
-                saved, cfg.SHORT_PREPASS = cfg.SHORT_PREPASS, on
-                try:
-                    return wan_fp4.attention(q, k, v, mode, kernel="sm90-cute")
-                finally:
-                    cfg.SHORT_PREPASS = saved
-            return call
-
-        def short_pre_pass():
-            short_prepass.prepare_short(q, k, v, mode, prebuilt=True)
-
-        def dependent():  # the kernel as the short pre-pass's programmatic dependent
-            sm90.launch(ops, mode, d, config=sm90.config.SHORT_CONFIG, out=out, lse=lse, prebuilt=True)
-
         cast_qkv, cast_kv = _cast_floor((q, k, v)), _cast_floor((k, v))
         local_k = local_k_pre_pass(q, k, v, mode)[0]
         parts = {
             "whole call (wan_fp4.attention)": lambda: wan_fp4.attention(q, k, v, mode, kernel="sm90-cute"),
-            "whole call, the short pre-pass off": short(False),
-            "whole call, the short pre-pass on": short(True),
-            "short pre-pass (one cluster launch)": short_pre_pass,
-            "short pre-pass + kernel": lambda: (short_pre_pass(), kernel()),
-            "short pre-pass + kernel as its dependent (pdl)": lambda: (short_pre_pass(), dependent()),
             "pre-pass": lambda: prepare.prepare_fp8(q, k, v, **layout),
             "column statistics alone (their partials)": column_stats,
             "kernel alone": kernel,
@@ -433,8 +404,6 @@ def floor(lengths=(1024, 4096), calls=20):
             "pre-pass with K's first-block mean + kernel": lambda: (local_k(), kernel()),
             "torch SDPA cuDNN BF16": cudnn_bf16,
         }
-        if short_prepass.short_reason(q, k, v):  # past a cluster's 1,024 tokens: no short rows
-            parts = {name: fn for name, fn in parts.items() if "short" not in name}
         for name, fn in parts.items():
             ms = _graph_ms(fn, calls)
             print(f"B{b} H{h} S{s} D{d} {name:40s} {ms * 1e3:7.1f} us from a CUDA graph", flush=True)
@@ -572,12 +541,11 @@ def main():
     ap.add_argument("--shapes", type=parse_shape, nargs="*", default=[(1, 12, 32760, 128), (1, 40, 32760, 128)],
                     help="pairs, overlap: BxHxSxD shapes")
     ap.add_argument("--rounds", type=int, default=6, help="pairs: rounds of the alternation")
-    ap.add_argument("--short", action="store_true", help="launch: the short pre-pass first")
     args = ap.parse_args()
 
     use_prebuilt_dir(args.prebuilt_dir)
     if args.what == "launch":
-        launch([{}] + args.configs, args.shape, args.mode, args.s_kv, args.short)
+        launch([{}] + args.configs, args.shape, args.mode, args.s_kv)
     elif args.what == "prepass":
         prepass()
     elif args.what == "waves":

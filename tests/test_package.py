@@ -138,8 +138,7 @@ def test_package_data_ships_the_embedded_models_files(tmp_path, monkeypatch):
 
 def test_no_module_rebinds_a_name_it_imports():
     """A top-level def or class named like a module-level import replaces it for every function of
-    the module (profile_sm90_device.py's `prepass` command once hid the prepass module its `floor`
-    uses: an AttributeError on the GPU, after the device time was spent)."""
+    the module: an AttributeError on the GPU, after the device time was spent."""
     import ast
 
     clashes = []

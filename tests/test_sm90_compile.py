@@ -847,18 +847,3 @@ def test_split_tail_is_fp8s_default_with_its_plain_kernel_beside_it():
         assert names == [f"wanfp4_sm90_fp8_d{d}", f"wanfp4_sm90_fp8_d{d}_split_tail0"]
     assert not any(sm90.default_config("direct-p", d)["split_tail"] for d in (128, 64))
     assert len(sm90.launch_configs("direct-p", 128)) == 1
-
-
-
-@pytest.mark.parametrize("mode", ["direct-p", "fp8"])
-def test_pdl_waits_for_the_launch_before_it_ahead_of_any_global_memory_access(mode):
-    """pdl (the kernel as a programmatic dependent of the short pre-pass): every thread passes one
-    griddepcontrol.wait before the first global load, store or TMA copy, so the kernel never reads
-    operands still being written; without pdl there is no grid dependency control, and the code
-    is the default's. (The launch attribute is host code, not in the PTX.)"""
-    ptx = ptx_of(compile_kernel(mode, 128, pdl=True, split_tail=False, options=KEEP))
-    body = ptx[ptx.index("{", ptx.index(".entry")):]
-    assert body.count("griddepcontrol.wait") == 1
-    first = re.search(r"\b(ld\.global|st\.global|atom\.global|red\.global|cp\.async\.bulk)", body)
-    assert first and body.index("griddepcontrol.wait") < first.start(), first
-    assert "griddepcontrol" not in ptx_of(compile_kernel(mode, 128, split_tail=False, options=KEEP))

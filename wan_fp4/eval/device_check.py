@@ -330,54 +330,6 @@ def probe_prebuilt_jit(case, ctx):
     return m, f"(bitwise) nan={m['nan']} differing={m['differing']}"
 
 
-def probe_short_prepass(case, ctx):
-    """The short-head pre-pass (kernels/sm90/prepass.py) writes prepare_fp8's bytes in the sm90
-    layout, its range statistics' rows reduce to prepare_fp8's, the kernel that follows it
-    (config.SHORT_CONFIG) gives the plain kernel's output and LSE bit for bit, and the score check
-    raises for a poisoned input as it does (whose codes and scales are no contract: only the flags
-    and the check are judged there); options["fused"]: q, k, v are views of one (B, S, 3, H, D)
-    tensor."""
-    from ..kernels.prepare import RANGE_STATS, prepare_fp8
-    from ..kernels.sm90.layout import v_layout_args
-    from ..kernels.sm90.prepass import prepare_short, short_reason
-
-    q, k, v = make_inputs(case, ctx.device)
-    if case.options.get("fused"):
-        q, k, v = torch.stack((q, k, v), dim=2).unbind(2)
-    why = short_reason(q, k, v)
-    if why:
-        raise ValueError(f"the short pre-pass refuses the case's inputs: {why}")
-    want = prepare_fp8(q, k, v, **v_layout_args(case.mode))
-    got = prepare_short(q, k, v, case.mode, prebuilt=ctx.prebuilt)
-    _sync(ctx.device)
-    fields = ("q8", "k8", "v8t", "q_scale", "k_scale", "v_scale", "k_mean")
-    m = {name: mismatch(getattr(got, name), getattr(want, name)) for name in fields}
-    rows = got.range_stats.reshape(-1, RANGE_STATS).amax(0)  # the check's reduction, as floats
-    m["scale_maxima"] = int(not torch.equal(rows[:2], want.range_stats[:2]))
-    m["flags"] = int(not torch.equal(rows[2:], want.range_stats[2:]))
-    raised = []
-    for ops in (want, got):
-        try:
-            ops.check_score_range(case.mode, q.shape[-1] ** -0.5)
-            raised.append("none")
-        except ValueError as e:
-            raised.append(str(e).split(" ")[0])
-    m["check_disagrees"] = int(raised[0] != raised[1])
-    if not case.options.get("poison"):
-        # the whole call's kernel after each: the plain one, and the short path's (its dependent)
-        from ..kernels import sm90
-        from ..kernels.sm90.config import SHORT_CONFIG
-
-        d = q.shape[-1]
-        plain = sm90.launch(want, case.mode, d, prebuilt=ctx.prebuilt)
-        short = sm90.launch(got, case.mode, d, config=SHORT_CONFIG, prebuilt=ctx.prebuilt)
-        _sync(ctx.device)
-        m["output_differing"] = sum(int((a != b).sum()) for a, b in zip(plain, short))
-    fractions = {name: m[name] for name in fields}
-    detail = f"differing fractions {fractions}, output and LSE elements differing {m.get('output_differing')}"
-    return m, detail + f"; check raises for: prepare_fp8 {raised[0]}, short {raised[1]}"
-
-
 def probe_large(case, ctx):
     """The batch whose output passes 2^31 elements: dispatch must pick sm90-cute; the whole batch,
     then each element alone (B=1, the same prepared operands sliced) must give bit-identical output
@@ -577,7 +529,7 @@ def probe_fp4_range_warning(case, ctx):
 
 PROBES: dict[str, Callable] = {
     "attention": probe_attention, "score-range": probe_score_range, "v-layout": probe_v_layout,
-    "prebuilt-jit": probe_prebuilt_jit, "short-prepass": probe_short_prepass, "large": probe_large,
+    "prebuilt-jit": probe_prebuilt_jit, "large": probe_large,
     "accum": probe_accum, "convert": probe_convert, "prepare": probe_prepare, "hw-vs-bitarith": probe_hw_vs_bitarith,
     "fp4-codes": probe_fp4_codes, "fp4-range-warning": probe_fp4_range_warning}
 
@@ -616,21 +568,6 @@ def _sm90(suite, configs):
                             (2, 1000, 1000, 3, d), tol={"differing_bytes": 0}, seed=d))
             out.append(Case("sm90-cute", f"prebuilt == JIT D{d}", "prebuilt-jit", mode, (2, 1000, 1000, 3, d),
                             tol={"differing": 0, "nan": 0}, seed=d))
-    # the short-head pre-pass (off by default: config.SHORT_PREPASS), on heads of 1 to 8 key blocks
-    # (B, S, H, D, extra); K with a mean (kmean), as the smoothing sees it
-    short = [(1, 1024, 40, 128, None), (2, 1000, 3, 128, None), (1, 77, 5, 128, None), (1, 320, 12, 64, None),
-             (2, 700, 3, 64, "fused"), (1, 1000, 2, 128, "q nan"), (1, 1000, 2, 128, "k inf"),
-             (1, 1000, 2, 64, "v nan"), (1, 1, 3, 64, None), (2, 128, 3, 64, None), (1, 129, 2, 128, None)]
-    for mode in _modes("sm90-cute"):
-        for b, s, h, d, extra in (short if suite == "full" else short[2:4]):
-            opts = {"fused": True} if extra == "fused" else {"poison": extra} if extra else {}
-            label = f"short pre-pass == prepare_fp8 B{b} H{h} S{s} D{d}" + (f" {extra}" if extra else "")
-            tol = {"flags": 0, "check_disagrees": 0}
-            if "poison" not in opts:
-                tol.update({"q8": 0, "k8": 0, "v8t": 0, "q_scale": 0, "k_scale": 0, "v_scale": 0, "k_mean": 0,
-                            "scale_maxima": 0, "output_differing": 0})
-            out.append(Case("sm90-cute", label, "short-prepass", mode, (b, s, s, h, d), inputs="kmean",
-                            tol=tol, options=opts, seed=20261205 + d))
     shapes = [("B2 H3 S1000", (2, 1000, 1000, 3, 128), ()),
               ("B1 H12 S4097", (1, 4097, 4097, 12, 128), ()),
               ("B1 H4 Sq4097 Skv512", (1, 4097, 512, 4, 128), ()),

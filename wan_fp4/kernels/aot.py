@@ -393,15 +393,14 @@ class Prebuilt:
             return fn
 
     def run_or_jit(self, name: str, args: tuple, device, jit: Callable[[], None], prebuilt: bool | None = None,
-                   missing: str = "", expect: tuple[str, ...] | None = None) -> None:
+                   missing: str = "") -> None:
         """Every family's launch: the prebuilt <name> when usable, else the same kernel JIT-compiled.
 
         prebuilt: None = prebuilt when `launcher(name)` gives a run function, else `jit()`; True =
         require the prebuilt kernel; False = always `jit()`. args: the run function's arguments
         (pointers as ints, scalars, the raw stream handle, as `signature` lists them), called on
-        `device`. missing: what the error adds when no prebuilt kernel is usable. expect: the C
-        types of args where they are not the family's `signature` (another kernel in its folder)."""
-        run = self.launcher(name, expect) if prebuilt is not False else None
+        `device`. missing: what the error adds when no prebuilt kernel is usable."""
+        run = self.launcher(name) if prebuilt is not False else None
         if prebuilt and run is None:
             raise RuntimeError(f"no usable prebuilt {self.family} kernel {name}{missing}")
         if run is None:

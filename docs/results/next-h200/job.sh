@@ -1,9 +1,9 @@
 # The H200 jobs for issue 16, kept in the repo so a fresh checkout still has them. `split`, `bench`
 # and `prepass` ran on 2026-12-05 (docs/results/2026-12-05-h200/); `peers_a`, `peers_b` and `sweep`,
 # the one run with every peer on the kernels as they stand, the check first, ran the same day
-# (docs/results/2026-12-05b-h200/). What is left (docs/SM90_GEN2.md item 30) starts with
-# `short_all`, the short-head pre-pass: first run on an H100 (docs/results/2026-12-05c-h100/), rebuilt
-# since with four rows a thread and not yet run. Prepare on the CPU first:
+# (docs/results/2026-12-05b-h200/). The short-head pre-pass's job ran on 2026-12-05 (its copy:
+# docs/results/2026-12-05d-h200/) and the pre-pass is deleted. Next: `padding`, prepare_fp8's
+# Triton launch at one token (tri_s1.py). Prepare on the CPU first:
 #   ../shared/gpu/bundle.sh py && ../shared/gpu/bundle.sh dsl
 #   scripts/pack_sage2_source.sh /path/to/SageAttention    (commit d1a57a5)
 #   python3 scripts/build_prebuilt.py --only sm90 --out .device/sm90 --sm90-config '{"split_tail": true}' --sm90-head-dims 128 64
@@ -17,16 +17,7 @@
 #   bash docs/results/next-h200/job.sh sweep    carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", ".device/sm90"]
 #   bash docs/results/next-h200/job.sh package (or package_split)  carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", "wan_fp4/kernels/prebuilt/sm90a"]
 #     (the folder carries its linked shims, which git ignores; without them no prebuilt kernel loads)
-#   bash docs/results/next-h200/job.sh short  carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", ".device/shims.tar.zst"]
-#     (the folder with its linked shims no longer fits a call's 64 MiB beside the tree: pack the shims
-#     with `tar -C wan_fp4/kernels/prebuilt/sm90a -cf - $(cd wan_fp4/kernels/prebuilt/sm90a; ls lib*.so) |
-#     .device/zstd -19 -o .device/shims.tar.zst` and unpack them there first:
-#     `.device/zstd -d -c .device/shims.tar.zst | tar -C wan_fp4/kernels/prebuilt/sm90a -xf - && bash ...`)
-#     docs/SM90_GEN2.md item 30 (a), the short-head pre-pass (no DSL needed): first run 2026-12-05 on an
-#     H100 (docs/results/2026-12-05c-h100/: one token FAILs, 33 us alone); its four-rows-a-thread
-#     build (512 threads at D128) since then, not run
-#   bash docs/results/next-h200/job.sh short_ncu  the same carry: ncu on it at H40 S1024 (after `short`)
-#   bash docs/results/next-h200/job.sh short_all  the same carry: `short` with the ncu run before the whole check, one call
+#   bash docs/results/next-h200/job.sh padding  carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd"]
 # (`split`, `bench`, `d64`, `prepass` and `sweep` need only the py bundle and .device/sm90; `dsl`
 # unpacks a whole dsl bundle where it fits.)
 # Copy this script and $OUT's files to docs/results/<date>-h200/.
@@ -43,23 +34,6 @@ P="--prebuilt-dir .device/sm90"
 SPLIT='{"split_tail": true}'
 nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv | tee $OUT/gpu.txt
 date -u +%H:%M:%S
-short_ncu() {
-  # where the short pre-pass's time goes at B1 H40 S1024 D128: issue-bound (issue
-  # slots busy) or memory-bound (DRAM throughput), occupancy and waves, and (2026-12-05's H100 run
-  # found it bound by each warp's latency) what its warps wait on: every stall reason per issued
-  # instruction, and the sampled stalls by SASS line
-  local run="python3 scripts/profile_sm90_device.py launch --short --shape 1x40x1024x128"
-  timeout 150 ncu --clock-control none --section SpeedOfLight --section LaunchStats --section Occupancy \
-    --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis --section SourceCounters \
-    -k regex:'ShortPrepass' -c 1 $run > $OUT/ncu_short.txt 2>&1; echo "ncu rc=$?"
-  grep -E "ShortPrepass|Duration|SM Frequency|Issue Slots Busy|DRAM Throughput|Memory Throughput|Registers Per|Block Limit|Achieved Occ|Waves Per SM|Stall" $OUT/ncu_short.txt | head -60
-  # a run of its own, so that a metric this ncu lacks costs only this table
-  timeout 100 ncu --clock-control none -k regex:'ShortPrepass' -c 1 \
-    --metrics "$(printf 'smsp__average_warps_issue_stalled_%s_per_issue_active.ratio,' barrier long_scoreboard \
-      short_scoreboard wait math_pipe_throttle mio_throttle lg_throttle membar dispatch_stall no_instruction \
-      branch_resolving not_selected selected sleeping drain misc | sed 's/,$//')" \
-    $run > $OUT/ncu_short_stalls.txt 2>&1; echo "ncu stalls rc=$?"; grep stalled $OUT/ncu_short_stalls.txt
-}
 case "$1" in
 split)
   # a first launch under a time limit (a merge that never came would hang here, not in the check)
@@ -194,30 +168,12 @@ for mode, (b, s, h, d) in (("fp8", (1, 8200, 3, 64)), ("fp8", (2, 9000, 1, 64)),
           "reference vs exact", f"{rel_l2(ref, exact):.4f}", "nan", int(out.isnan().sum()), flush=True)
 PY
   ;;
-short|short_all)
-  # item 30 (a), the short-head pre-pass (kernels/sm90/prepass.py, off by default), from the package's
-  # own prebuilt kernels: its bytes against prepare_fp8's (the check's "short pre-pass" cases,
-  # first, under a time limit: a cluster barrier that never completes would hang here), then the
-  # floor's rows with it on and off beside cuDNN BF16, then (short_all) ncu on it, then the rest of
-  # the check. First, where its bytes differ from prepare_fp8's at one token (s1_diag.py: the four
-  # FAILs of 2026-12-05's H100 run)
-  timeout 60 python3 docs/results/next-h200/s1_diag.py > $OUT/s1_diag.txt 2>&1; tail -30 $OUT/s1_diag.txt
-  timeout -k 10 150 python3 - <<'PY' 2>&1 | tee $OUT/check_short.txt
-import torch
-from wan_fp4.eval import device_check as D
-todo = [c for c in D.cases("full", ["sm90-cute"]) if c.probe == "short-prepass"]
-res = D.run(todo, torch.device("cuda"), prebuilt=True)
-print("short pre-pass cases ok:", res["ok"])
-PY
-  timeout 120 python3 scripts/profile_sm90_device.py floor 2>&1 | tee $OUT/floor.txt
-  date -u +%H:%M:%S
-  [ "$1" = short_all ] && short_ncu
-  timeout 240 python3 -m wan_fp4.cli check --kernels sm90-cute > $OUT/check_package.txt 2>&1; echo "check rc=$?"
-  tail -1 $OUT/check_package.txt; grep -E "^(FAIL|ERROR)" $OUT/check_package.txt | head -20
+padding)
+  # prepare_fp8 at one token: which padding rows its Triton launch leaves wrong, and the PTX it ran
+  timeout 300 python3 docs/results/next-h200/tri_s1.py $OUT/tri 2>&1 | grep -v Warning | tee $OUT/tri_s1.txt
   ;;
-short_ncu) short_ncu ;;
 *)
-  echo "usage: job.sh dsl|peers_a|peers_b|sweep|package|package_split|short|short_all|short_ncu|split|bench|d64|prepass"; exit 2
+  echo "usage: job.sh dsl|peers_a|peers_b|sweep|package|package_split|padding|split|bench|d64|prepass"; exit 2
   ;;
 esac
 date -u +%H:%M:%S

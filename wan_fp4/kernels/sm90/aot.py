@@ -1,7 +1,6 @@
 """The sm90 kernel's prebuilt (ahead-of-time) sm90a kernels: the sm90 entries of the general
 mechanism in wan_fp4/kernels/aot.py (export, C shim, manifest/hash check, first-use link, ctypes,
-JIT fallback). The launch options they are named by live in config.py. The short-head pre-pass
-(prepass.py) is prebuilt in the same folder, per (mode, D), with its own signature.
+JIT fallback). The launch options they are named by live in config.py.
 
 Artifacts: wan_fp4/kernels/prebuilt/sm90a/ (scripts/build_prebuilt.py --only sm90), one kernel per
 (mode, D) with its default_config, keyed by the hash of SOURCES and the constants kernel.py imports
@@ -20,14 +19,12 @@ from .config import default_config
 PKG = Path(__file__).resolve().parent
 # the sources whose change invalidates a prebuilt kernel
 # config.py: the defaults baked in; split.py: the split CTAs' work (cta_work), traced into the kernel
-# prepass.py, prepass_kernel.py: the short-head pre-pass, prebuilt beside the attention kernels
-SOURCES = ("kernel.py", "ptx.py", "compile.py", "layout.py", "config.py", "split.py", "prepass.py",
-           "prepass_kernel.py")
+SOURCES = ("kernel.py", "ptx.py", "compile.py", "layout.py", "config.py", "split.py")
 # the wrapper's parameters as host.launch passes them: q, k, vt, o, lse, sq, sk, sv, split workspace,
 # tickets; b, h, s_q, s_kv, split, segments; c; stream
 SIGNATURE = ("void*",) * 10 + ("int32_t",) * 6 + ("float", "stream")
-# the wan_fp4.modes constants the kernels (kernel.py, split.py, the short pre-pass) bake into their
-# cubins are part of the key
+# the wan_fp4.modes constants the kernels (kernel.py, split.py) bake into their cubins are part of
+# the key
 PREBUILT = Prebuilt(arch="sm90a", gpu_arch="sm_90a", family="sm90", src_dir=PKG, sources=SOURCES,
                     extra_key=modes_key("DIRECT_P_HEADROOM", "DIRECT_P_ONE", "DIRECT_P_SLOPE", "DIRECT_P_TOP",
                                         "E4M3_MAX", "E4M3_ONE", "LOG2_P_SCALE", "LN2", "QK_SCALE_BLOCK", "TILE_M",

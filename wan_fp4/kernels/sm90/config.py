@@ -9,7 +9,7 @@ from ...modes import DIRECT_P_HEADROOM
 # Wan shapes, with the error against exact attention unchanged.
 DEFAULT_CONFIG = {"n_wg": 2, "stages": 2, "overlap": True, "fold": 4, "intra": True, "f16_bytes": False,
                   "p_smem": False, "cluster": 1, "headroom": 0, "pingpong": 0,
-                  "sum_tree": False, "split_tail": False, "pdl": False}
+                  "sum_tree": False, "split_tail": False}
 # Per-mode changes: direct-p makes its P bytes through f16 (1.75 instead of 2.75 instructions per
 # score; docs/SM90_GEN2.md item 1), bit-identical and 4-5% faster at the Wan shapes; and its codes
 # with the row reference held (headroom, item 12: no row max per tile; 0 = the running max).
@@ -35,14 +35,6 @@ MODE_ONLY = {"f16_bytes": "direct-p", "p_smem": "direct-p", "headroom": "direct-
 # (its serial schedule folds every two tiles and has no intra overlap). The headroom rule needs the
 # overlapped schedule's P in registers, so this one runs the running max (checked against it).
 THREE_WG = {"n_wg": 3, "p_smem": True, "overlap": False, "fold": 2, "intra": False, "headroom": 0}
-
-
-# Self-attention of at most 1,024 tokens quantised by one cluster launch (prepass.py) instead of
-# prepare_fp8's launches: the same bytes; the kernel then starts as that launch's programmatic
-# dependent (pdl). Off: docs/SM90_GEN2.md item 30 says what decides it (its check, then the whole
-# call at 1,024 tokens against cuDNN BF16).
-SHORT_PREPASS = False
-SHORT_CONFIG = {"pdl": True}  # the kernel's options after the short pre-pass
 
 
 def default_config(mode: str, head_dim: int, config: dict | None = None) -> dict:

@@ -10,14 +10,15 @@ from .aot import PREBUILT, default_config, kernel_name
 def run(q, k, v, mode, scale=None, fp4=None, return_lse=False, *, config=None, prebuilt=None):
     """The spec's run, on inputs `supports` accepted: (out in q's dtype, LSE or None)."""
     from ...modes import default_scale
-    from .prepass import operands
+    from ..prepare import prepare_fp8
+    from .layout import v_layout_args
 
-    ops, options = operands(q, k, v, mode)
+    ops = prepare_fp8(q, k, v, **v_layout_args(mode))
     # The kernel is queued before the check waits for the pre-pass, so the GPU never idles on the
     # host; out-of-range scores only make the kernel's arithmetic wrong (its addressing depends on
     # shapes alone), and that output is dropped: the call raises instead of returning it.
     check = ops.start_score_range_check(mode, default_scale(q.shape[-1]) if scale is None else float(scale))
-    out, lse = launch(ops, mode, q.shape[-1], scale, config={**options, **(config or {})}, prebuilt=prebuilt)
+    out, lse = launch(ops, mode, q.shape[-1], scale, config=config, prebuilt=prebuilt)
     check.finish()
     out = out.to(q.dtype)
     if not return_lse:

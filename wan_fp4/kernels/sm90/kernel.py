@@ -117,7 +117,7 @@ class Sm90Attention:
     def __init__(self, mode: str, head_dim: int, n_wg: int = 2, stages: int = 2, overlap: bool = True,
                  pingpong: int = 0, fold: int = 1, intra: bool = False, f16_bytes: bool = False,
                  p_smem: bool = False, cluster: int = 1, headroom: int = 0, sum_tree: bool = False,
-                 split_tail: bool = False, pdl: bool = False):
+                 split_tail: bool = False):
         if mode not in ("direct-p", "fp8"):
             raise ValueError(f"mode must be 'direct-p' or 'fp8', got {mode!r}")
         if head_dim not in (64, 128):
@@ -208,10 +208,6 @@ class Sm90Attention:
             raise ValueError(f"split_tail needs the overlapped schedule of two consumer warp groups (n_wg=2, "
                              f"overlap=True, no p_smem), got n_wg={n_wg} overlap={overlap} p_smem={p_smem}")
         self.split_tail = bool(split_tail)
-        # pdl: launched as a programmatic dependent of the kernel before it (the short pre-pass,
-        # prepass.py), so this grid's launch and set-up overlap that kernel's end; every thread
-        # waits for it (griddepcontrol.wait) before touching global memory
-        self.pdl = bool(pdl)
         self.p_smem = bool(p_smem)
         self.p_buffers = fold * n_wg  # p_smem: P tiles in shared memory
         self.o_row_words = head_dim // 2 + O_ROW_PAD_WORDS  # a staged output row: BF16 pairs, then padding
@@ -297,11 +293,10 @@ class Sm90Attention:
             sQ_layout, sK_layout, sV_layout, s_q, s_kv, c, p_part, p_ticket, tiles_m, h, n_full, segments,
         )
         if const_expr(self.cluster == 1):
-            launch.launch(grid=grid, block=[self.threads, 1, 1], stream=stream, min_blocks_per_mp=1,
-                          use_pdl=self.pdl)
+            launch.launch(grid=grid, block=[self.threads, 1, 1], stream=stream, min_blocks_per_mp=1)
         else:
             launch.launch(grid=grid, block=[self.threads, 1, 1], cluster=[self.cluster, 1, 1], stream=stream,
-                          min_blocks_per_mp=1, use_pdl=self.pdl)
+                          min_blocks_per_mp=1)
 
     def storage_struct(self, q_bytes, k_bytes, v_bytes):
         """The shared memory: the Q, K and V barriers, Q, the K and V^T stages, each consumer warp
@@ -396,9 +391,6 @@ class Sm90Attention:
             # the peer's multicast loads and releases reach this CTA's barriers: all initialised
             cute.arch.cluster_arrive_relaxed()
             cute.arch.cluster_wait()
-        if const_expr(self.pdl):
-            # the barriers are set up; nothing before this reads or writes global memory
-            cute.arch.griddepcontrol_wait()
 
         if wg == 0:
             # ---------------- producer: one warp issues all TMA loads

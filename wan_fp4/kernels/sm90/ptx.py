@@ -7,7 +7,7 @@ conversion.
 """
 from __future__ import annotations
 
-from cutlass import Float32, Float64, Int32
+from cutlass import Float32, Int32
 from cutlass._mlir.dialects import llvm
 from cutlass.cutlass_dsl import T, dsl_user_op
 
@@ -123,28 +123,6 @@ def low_bytes_of_halves(lo, hi, *, loc=None, ip=None) -> Int32:
 
 
 @dsl_user_op
-def byte_perm(a, b, selector: int, *, loc=None, ip=None) -> Int32:
-    """prmt.b32 with a constant selector: byte i of the result is byte (selector >> 4 i) & 7 of
-    the pair (a: bytes 0-3, b: 4-7) (1 PRMT)."""
-    vals = [Int32(x).ir_value(loc=loc, ip=ip) for x in (a, b)]
-    return Int32(_asm(T.i32(), vals, f"prmt.b32 $0, $1, $2, {selector:#06x};", "=r,r,r"))
-
-
-@dsl_user_op
-def max_nan_bf16x2(a, b, *, loc=None, ip=None) -> Int32:
-    """max.NaN.bf16x2 of two packed words: each half's maximum, NaN if either is (1 HMNMX2)."""
-    vals = [Int32(x).ir_value(loc=loc, ip=ip) for x in (a, b)]
-    return Int32(_asm(T.i32(), vals, "max.NaN.bf16x2 $0, $1, $2;", "=r,r,r"))
-
-
-@dsl_user_op
-def min_nan_bf16x2(a, b, *, loc=None, ip=None) -> Int32:
-    """min.NaN.bf16x2 of two packed words: each half's minimum, NaN if either is (1 HMNMX2)."""
-    vals = [Int32(x).ir_value(loc=loc, ip=ip) for x in (a, b)]
-    return Int32(_asm(T.i32(), vals, "min.NaN.bf16x2 $0, $1, $2;", "=r,r,r"))
-
-
-@dsl_user_op
 def max_f16x2(a, b, *, loc=None, ip=None) -> Int32:
     """max.f16x2 of two packed words (1 HMNMX2)."""
     vals = [Int32(x).ir_value(loc=loc, ip=ip) for x in (a, b)]
@@ -187,28 +165,3 @@ def cta_index_x_again(*, loc=None, ip=None) -> Int32:
     being kept live from an earlier read (which would hold registers through the main loop)."""
     return Int32(llvm.inline_asm(T.i32(), [], "mov.u32 $0, %ctaid.x;", "=r", has_side_effects=True,
                                  is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT))
-
-
-def _unary(out, arg, text, volatile=False):
-    """One instruction `text` ($0 <- $1) from DSL type `arg` to `out` (Float32, Float64 or Int32);
-    volatile ones keep their place among other side effects (a cluster barrier)."""
-    types = {Float32: (T.f32, "f"), Float64: (T.f64, "d"), Int32: (T.i32, "r")}
-    (out_ty, out_c), in_c = types[out], types[arg][1]
-
-    @dsl_user_op
-    def op(x, *, loc=None, ip=None):
-        return out(llvm.inline_asm(out_ty(), [arg(x).ir_value(loc=loc, ip=ip)], text, f"={out_c},{in_c}",
-                                   has_side_effects=volatile, is_align_stack=False,
-                                   asm_dialect=llvm.AsmDialect.AD_ATT))
-
-    op.__doc__ = text
-    return op
-
-
-bf16_low = _unary(Float32, Int32, "shl.b32 $0, $1, 16;")  # the low BF16 of a word, as FP32 (exact)
-bf16_high = _unary(Float32, Int32, "and.b32 $0, $1, 0xFFFF0000;")  # the high one
-f32_bits = _unary(Int32, Float32, "mov.b32 $0, $1;")
-bits_f32 = _unary(Float32, Int32, "mov.b32 $0, $1;")
-# a peer CTA's shared memory, at an address from mapa (cute.arch.map_dsmem_ptr)
-ld_cluster_f64 = _unary(Float64, Int32, "ld.shared::cluster.f64 $0, [$1];", volatile=True)
-ld_cluster_f32 = _unary(Float32, Int32, "ld.shared::cluster.f32 $0, [$1];", volatile=True)
