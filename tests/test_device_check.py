@@ -275,3 +275,31 @@ def test_a_headroom_config_is_checked_against_the_reference_under_its_rule():
     assert not torch.equal(out, today)
     plain = next(c for c in D.cases("full", ["sm90-cute"]) if c.probe == "attention" and c.mode == "direct-p")
     assert torch.equal(D.case_reference(q, k, v, plain)[0], today)
+
+
+@pytest.mark.parametrize("fault", [None, "unwritten"])
+def test_padding_cases_fail_on_one_padding_byte_left_unwritten(monkeypatch, fault):
+    """The padding probe on the CPU (Triton under the interpreter, which writes every byte): it
+    passes, and fails when one byte of K's padding rows keeps the fill the probe gave the memory,
+    as the one-token launch left them on the GPU."""
+    import dataclasses
+
+    from wan_fp4.kernels import prepare
+
+    real = prepare._prepare_triton
+
+    def faulty(*args, **kwargs):
+        ops = real(*args, **kwargs)
+        ops.k8.view(torch.uint8)[0, 0, -1, 0] = 0x7F
+        return ops
+
+    if fault:
+        monkeypatch.setattr(prepare, "_prepare_triton", faulty)
+    monkeypatch.setattr(D, "unavailable", lambda case, device: "")
+    pads = [c for c in D.cases("full", ["sm90-cute"]) if c.probe == "padding"]
+    todo = [dataclasses.replace(c, cuda_only=False) for c in pads if c.shape[1] <= 2 and c.shape[4] == 64]
+    assert {c.shape[1] for c in todo} == {1, 2} and {c.mode for c in todo} == {"fp8", "direct-p"}
+    rows = D.run(todo, "cpu")["cases"]
+    assert [r["status"] for r in rows] == ["FAIL" if fault else "ok"] * len(todo), rows
+    if fault:
+        assert all(r["metrics"]["unwritten"] == 1 for r in rows)

@@ -406,3 +406,16 @@ def test_subnormal_inputs_give_the_reference_codes(dtype):
         bits = lambda t: t.view(torch.uint8) if t.dtype == torch.float8_e4m3fn else t  # noqa: E731
         assert all(torch.equal(bits(ref[name]), bits(ref32[name])) for name in ref)
     _assert_same_as_reference(prepare.prepare_fp8(tq, tk, tv, backend="triton"), q, k, v)
+
+
+def test_the_quantise_launch_takes_its_lengths_as_arguments_even_when_one():
+    """Triton makes an integer argument equal to 1 a compile-time constant; so compiled for one
+    token, the quantise launch left padding rows wrong on the GPU (BENCHMARKS.md, 2026-12-05 fifth
+    run). Its lengths stay arguments (under the interpreter the setting is kept unused)."""
+    kern = prepare._quant_kernel
+    if hasattr(kern, "params"):  # compiled: the JIT function's own parameters
+        kept = {p.name for p in kern.params if p.do_not_specialize}
+    else:  # the interpreter keeps the decorator's settings
+        kept = set(kern.kwargs["do_not_specialize"])
+    assert set(prepare.LENGTH_ARGS) <= kept
+    assert set(prepare.LENGTH_ARGS) <= set(kern.arg_names)

@@ -24,6 +24,7 @@ import importlib.util
 import json
 import math
 import time
+import unittest.mock
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -463,6 +464,34 @@ def probe_prepare(case, ctx):
     return {"worst_mismatch": worst, **extra}, detail
 
 
+def probe_padding(case, ctx):
+    """prepare_fp8's Triton launches, their FP8 outputs' memory filled with 0x7F first (an E4M3 NaN
+    that no encoder writes for finite inputs, so a byte left unwritten shows), equal the torch
+    path's buffers byte for byte, the padding rows and columns past S included; in the sm90
+    kernel's V^T layout."""
+    from ..kernels import prepare
+    from ..kernels.sm90.layout import v_layout_args
+
+    q, k, v = make_inputs(case, ctx.device)
+    layout = v_layout_args(case.mode)
+    empty = torch.empty
+
+    def filled(*args, **kwargs):
+        t = empty(*args, **kwargs)
+        if t.dtype == torch.float8_e4m3fn:
+            t.view(torch.uint8).fill_(0x7F)
+        return t
+
+    with unittest.mock.patch.object(torch, "empty", filled):
+        got = prepare.prepare_fp8(q, k, v, backend="triton", **layout)
+    want = prepare.prepare_fp8(q, k, v, backend="torch", **layout)
+    _sync(ctx.device)
+    fields = ("q8", "k8", "v8t", "q_scale", "k_scale", "v_scale", "k_mean")
+    m = {name: mismatch(getattr(got, name), getattr(want, name).to(getattr(got, name).device)) for name in fields}
+    unwritten = sum(int((getattr(got, f).view(torch.uint8) == 0x7F).sum()) for f in ("q8", "k8", "v8t"))
+    return {"worst_mismatch": max(m.values()), "unwritten": unwritten}, f"differing fractions {m}, 0x7F bytes {unwritten}"
+
+
 def mismatch(got: torch.Tensor, want: torch.Tensor) -> float:
     """Fraction of elements whose bits differ (FP8 codes compared as bytes); 1.0 if shapes differ."""
     if want.dtype == torch.float8_e4m3fn:
@@ -530,7 +559,7 @@ def probe_fp4_range_warning(case, ctx):
 PROBES: dict[str, Callable] = {
     "attention": probe_attention, "score-range": probe_score_range, "v-layout": probe_v_layout,
     "prebuilt-jit": probe_prebuilt_jit, "large": probe_large,
-    "accum": probe_accum, "convert": probe_convert, "prepare": probe_prepare, "hw-vs-bitarith": probe_hw_vs_bitarith,
+    "accum": probe_accum, "convert": probe_convert, "prepare": probe_prepare, "padding": probe_padding, "hw-vs-bitarith": probe_hw_vs_bitarith,
     "fp4-codes": probe_fp4_codes, "fp4-range-warning": probe_fp4_range_warning}
 
 
@@ -568,10 +597,21 @@ def _sm90(suite, configs):
                             (2, 1000, 1000, 3, d), tol={"differing_bytes": 0}, seed=d))
             out.append(Case("sm90-cute", f"prebuilt == JIT D{d}", "prebuilt-jit", mode, (2, 1000, 1000, 3, d),
                             tol={"differing": 0, "nan": 0}, seed=d))
+    # prepare_fp8's padding past S, at one token (where Triton once compiled the lengths as constants)
+    # and at lengths that leave part of a block
+    pads = [(1, 1, 1, 3, 64), (1, 1, 1, 3, 128), (1, 300, 1, 2, 128), (2, 2, 2, 3, 64), (1, 77, 77, 5, 128),
+            (1, 129, 129, 2, 128)]
+    for b, sq, skv, h, d in (pads if suite == "full" else pads[:1]):
+        for mode in _modes("sm90-cute"):
+            out.append(Case("sm90-cute", f"prepare_fp8 == torch path, padding included, B{b} Sq{sq} Skv{skv} H{h} D{d}",
+                            "padding", mode, (b, sq, skv, h, d), inputs="kmean",
+                            tol={"worst_mismatch": 0, "unwritten": 0}, seed=sq + d))
     shapes = [("B2 H3 S1000", (2, 1000, 1000, 3, 128), ()),
               ("B1 H12 S4097", (1, 4097, 4097, 12, 128), ()),
               ("B1 H4 Sq4097 Skv512", (1, 4097, 512, 4, 128), ()),
               ("B1 H2 Sq100 Skv77", (1, 100, 77, 2, 128), ()),
+              ("B1 H3 S1", (1, 1, 1, 3, 128), ()),
+              ("B1 H2 Sq300 Skv1", (1, 300, 1, 2, 128), ()),
               ("B1 H12 S7680 rows", (1, 7680, 7680, 12, 128), ((0, 256), (7552, 7680))),
               ("B1 H12 S32760 rows", (1, 32760, 32760, 12, 128), ((0, 256), (32640, 32760))),
               ("D64 B2 H3 S700", (2, 700, 700, 3, 64), ()),

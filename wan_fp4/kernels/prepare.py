@@ -63,6 +63,8 @@ except ImportError:  # pragma: no cover - exercised only where triton is missing
 
 
 RANGE_STATS = 5  # PreparedFP8.range_stats: Q and K scale maxima, then Q, K, V non-finite flags
+# the quantise launch's length arguments, compiled as arguments even when 1 (see _quant_kernel)
+LENGTH_ARGS = ("Sq", "Skv", "nq", "nk", "n_chunks")
 
 
 @dataclass
@@ -379,7 +381,11 @@ if triton is not None:
                     vmax = _max_nan(vmax, tl.load(vmax_ptr + at, mask=ok, other=0.0))
         return (ksum / S).to(tl.float32), vmax
 
-    @triton.jit
+    # Triton makes an integer argument equal to 1 a constant. Compiled so for one token (Triton
+    # 3.6, H100 and H200), this launch left Q's and K's padding rows past the first 16 (D128) or
+    # 32 (D64) of the block wrong; compiled with the lengths as arguments it writes every byte
+    # (BENCHMARKS.md, 2026-12-05 fifth run; the device check's "padding" cases).
+    @triton.jit(do_not_specialize=LENGTH_ARGS)
     def _quant_kernel(q_ptr, k_ptr, v_ptr, mean_ptr, amax_ptr, ksum_ptr, vmax_ptr, perm_ptr,
                       q8_ptr, k8_ptr, v8_ptr, q_scale_ptr, k_scale_ptr, v_scale_ptr, stats_ptr,
                       Sq, Skv, H, nq, nk, n_chunks,

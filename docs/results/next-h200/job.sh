@@ -17,7 +17,7 @@
 #   bash docs/results/next-h200/job.sh sweep    carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", ".device/sm90"]
 #   bash docs/results/next-h200/job.sh package (or package_split)  carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", "wan_fp4/kernels/prebuilt/sm90a"]
 #     (the folder carries its linked shims, which git ignores; without them no prebuilt kernel loads)
-#   bash docs/results/next-h200/job.sh padding  carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd"]
+#   bash docs/results/next-h200/job.sh padding  carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", ".device/shims.tar.zst"]
 # (`split`, `bench`, `d64`, `prepass` and `sweep` need only the py bundle and .device/sm90; `dsl`
 # unpacks a whole dsl bundle where it fits.)
 # Copy this script and $OUT's files to docs/results/<date>-h200/.
@@ -169,8 +169,15 @@ for mode, (b, s, h, d) in (("fp8", (1, 8200, 3, 64)), ("fp8", (2, 9000, 1, 64)),
 PY
   ;;
 padding)
-  # prepare_fp8 at one token: which padding rows its Triton launch leaves wrong, and the PTX it ran
+  # prepare_fp8 at one token: which padding rows its Triton launch leaves wrong, and the PTX it ran;
+  # then (with the package's prebuilt kernels' shims unpacked first) the sm90 check, whose
+  # "padding" cases and one-token attention cases cover the fix
   timeout 300 python3 docs/results/next-h200/tri_s1.py $OUT/tri 2>&1 | grep -v Warning | tee $OUT/tri_s1.txt
+  if [ -f .device/shims.tar.zst ]; then
+    .device/zstd -q -d -c .device/shims.tar.zst | tar -C wan_fp4/kernels/prebuilt/sm90a -xf -
+    timeout 240 python3 -m wan_fp4.cli check --kernels sm90-cute > $OUT/check_package.txt 2>&1; echo "check rc=$?"
+    tail -1 $OUT/check_package.txt; grep -E "^(FAIL|ERROR)|padding|S1 |Skv1 " $OUT/check_package.txt | head -40
+  fi
   ;;
 *)
   echo "usage: job.sh dsl|peers_a|peers_b|sweep|package|package_split|padding|split|bench|d64|prepass"; exit 2
