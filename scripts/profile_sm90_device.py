@@ -4,9 +4,9 @@
     python scripts/profile_sm90_device.py prepass     # checks and times the quantisation pre-pass
 
 launch: the sm90 kernel of --mode (default direct-p) at --shape (default B1 H12 S32760 D128; keys
-  --s-kv, default S) on prepared operands (the default config, then each --configs JSON; prebuilt kernels, from --prebuilt-dir if given), then a cuBLAS FP8
-  GEMM 8192^3 (the tensor-core reference the kernel is read against: tensor-pipe activity, issue
-  stalls, clocks).
+  --s-kv, default S) on prepared operands (the default config, then each --configs JSON; prebuilt
+  kernels, from --prebuilt-dir if given), then a cuBLAS FP8 GEMM 8192^3 (the tensor-core reference
+  the kernel is read against: tensor-pipe activity, issue stalls, clocks).
 prepass: the pre-pass's bytes against the torch path's (several calls), then triton.testing.do_bench
   medians of it with each key chunk (eagerly, and replayed from a CUDA graph: the GPU's share), and
   the rate of the bytes it must move, at H40 S1024, 4096 and 7680 and at the Wan shapes; and
@@ -17,13 +17,13 @@ percall: where a short call's time goes, at B1 H40 S1024 (the fixed per-call cos
   same two ways; then torch.profiler over 100 eager calls (each op's CPU and CUDA time, kernels
   per call); a Chrome trace goes to --trace if given.
 floor: what a short call cannot go below, at B1 H40 D128, S 1,024 and 4,096, each from a CUDA graph:
-  the whole call, the pre-pass, its column statistics' partials alone (which every code waits
-  for: K's mean and V's channel amax span all keys), the kernel alone, then the statistics + the kernel, a one-launch E4M3 cast of
-  Q, K and V (no scales: the bytes' floor of any pre-pass) + the kernel,
-  the same cast of K and V only + the kernel (Q quantised in the kernel, at no cost), the
-  two-launch pre-pass of docs/SM90_GEN2.md item 27 (K smoothed by its first 128 keys' mean, so
-  that only V's column amax takes a pass of its own; a timing prototype, `local_k_pre_pass`)
-  alone and + the kernel, beside torch SDPA's cuDNN BF16.
+  the whole call, the pre-pass, its column statistics' partials alone (which every code waits for:
+  K's mean and V's channel amax span all keys), the kernel alone, then the statistics + the kernel,
+  a one-launch E4M3 cast of Q, K and V (no scales: the bytes' floor of any pre-pass) + the kernel,
+  the same cast of K and V only + the kernel (Q quantised in the kernel, at no cost), the two-launch
+  pre-pass of docs/SM90_GEN2.md item 27 (K smoothed by its first 128 keys' mean, so that only V's
+  column amax takes a pass of its own; a timing prototype, `local_k_pre_pass`) alone and + the
+  kernel, beside torch SDPA's cuDNN BF16.
 short: the kernel alone at B1 H40 D128, S --lengths (default 1,024-16,384), from a CUDA graph, for the default config
   and each --configs that applies to the mode (each one's output compared bit for bit with the default's).
 rounds: what a partial last wave costs. At B1 H12 and H40, D128, 32,760 keys, the kernel alone

@@ -489,7 +489,8 @@ def probe_padding(case, ctx):
     fields = ("q8", "k8", "v8t", "q_scale", "k_scale", "v_scale", "k_mean")
     m = {name: mismatch(getattr(got, name), getattr(want, name).to(getattr(got, name).device)) for name in fields}
     unwritten = sum(int((getattr(got, f).view(torch.uint8) == 0x7F).sum()) for f in ("q8", "k8", "v8t"))
-    return {"worst_mismatch": max(m.values()), "unwritten": unwritten}, f"differing fractions {m}, 0x7F bytes {unwritten}"
+    detail = f"differing fractions {m}, 0x7F bytes {unwritten}"
+    return {"worst_mismatch": max(m.values()), "unwritten": unwritten}, detail
 
 
 def mismatch(got: torch.Tensor, want: torch.Tensor) -> float:
@@ -558,8 +559,8 @@ def probe_fp4_range_warning(case, ctx):
 
 PROBES: dict[str, Callable] = {
     "attention": probe_attention, "score-range": probe_score_range, "v-layout": probe_v_layout,
-    "prebuilt-jit": probe_prebuilt_jit, "large": probe_large,
-    "accum": probe_accum, "convert": probe_convert, "prepare": probe_prepare, "padding": probe_padding, "hw-vs-bitarith": probe_hw_vs_bitarith,
+    "prebuilt-jit": probe_prebuilt_jit, "large": probe_large, "accum": probe_accum, "convert": probe_convert,
+    "prepare": probe_prepare, "padding": probe_padding, "hw-vs-bitarith": probe_hw_vs_bitarith,
     "fp4-codes": probe_fp4_codes, "fp4-range-warning": probe_fp4_range_warning}
 
 
@@ -597,8 +598,8 @@ def _sm90(suite, configs):
                             (2, 1000, 1000, 3, d), tol={"differing_bytes": 0}, seed=d))
             out.append(Case("sm90-cute", f"prebuilt == JIT D{d}", "prebuilt-jit", mode, (2, 1000, 1000, 3, d),
                             tol={"differing": 0, "nan": 0}, seed=d))
-    # prepare_fp8's padding past S, at one token (where Triton once compiled the lengths as constants)
-    # and at lengths that leave part of a block
+    # prepare_fp8's padding past S: at one token or key (Triton compiles an integer argument of 1 as
+    # a constant, so those are compiles of their own) and at lengths that leave part of a block
     pads = [(1, 1, 1, 3, 64), (1, 1, 1, 3, 128), (1, 300, 1, 2, 128), (2, 2, 2, 3, 64), (1, 77, 77, 5, 128),
             (1, 129, 129, 2, 128)]
     for b, sq, skv, h, d in (pads if suite == "full" else pads[:1]):
