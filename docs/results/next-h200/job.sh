@@ -2,8 +2,9 @@
 # and `prepass` ran on 2026-12-05 (docs/results/2026-12-05-h200/); `peers_a`, `peers_b` and `sweep`,
 # the one run with every peer on the kernels as they stand, the check first, ran the same day
 # (docs/results/2026-12-05b-h200/). The short-head pre-pass's job ran on 2026-12-05 (its copy:
-# docs/results/2026-12-05d-h200/) and the pre-pass is deleted. Next: `padding`, prepare_fp8's
-# Triton launch at one token (tri_s1.py). Prepare on the CPU first:
+# docs/results/2026-12-05d-h200/) and the pre-pass is deleted; `padding`, prepare_fp8 at one token,
+# ran the same day and is kept with its results (docs/results/2026-12-05e-h100/). Prepare on the CPU
+# first:
 #   ../shared/gpu/bundle.sh py && ../shared/gpu/bundle.sh dsl
 #   scripts/pack_sage2_source.sh /path/to/SageAttention    (commit d1a57a5)
 #   python3 scripts/build_prebuilt.py --only sm90 --out .device/sm90 --sm90-config '{"split_tail": true}' --sm90-head-dims 128 64
@@ -17,7 +18,6 @@
 #   bash docs/results/next-h200/job.sh sweep    carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", ".device/sm90"]
 #   bash docs/results/next-h200/job.sh package (or package_split)  carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", "wan_fp4/kernels/prebuilt/sm90a"]
 #     (the folder carries its linked shims, which git ignores; without them no prebuilt kernel loads)
-#   bash docs/results/next-h200/job.sh padding  carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", ".device/shims.tar.zst"]
 # (`split`, `bench`, `d64`, `prepass` and `sweep` need only the py bundle and .device/sm90; `dsl`
 # unpacks a whole dsl bundle where it fits.)
 # Copy this script and $OUT's files to docs/results/<date>-h200/.
@@ -168,19 +168,8 @@ for mode, (b, s, h, d) in (("fp8", (1, 8200, 3, 64)), ("fp8", (2, 9000, 1, 64)),
           "reference vs exact", f"{rel_l2(ref, exact):.4f}", "nan", int(out.isnan().sum()), flush=True)
 PY
   ;;
-padding)
-  # prepare_fp8 at one token: which padding rows its Triton launch leaves wrong, and the PTX it ran;
-  # then (with the package's prebuilt kernels' shims unpacked first) the sm90 check, whose
-  # "padding" cases and one-token attention cases cover the fix
-  timeout 300 python3 docs/results/next-h200/tri_s1.py $OUT/tri 2>&1 | grep -v Warning | tee $OUT/tri_s1.txt
-  if [ -f .device/shims.tar.zst ]; then
-    .device/zstd -q -d -c .device/shims.tar.zst | tar -C wan_fp4/kernels/prebuilt/sm90a -xf -
-    timeout 240 python3 -m wan_fp4.cli check --kernels sm90-cute > $OUT/check_package.txt 2>&1; echo "check rc=$?"
-    tail -1 $OUT/check_package.txt; grep -E "^(FAIL|ERROR)|padding|S1 |Skv1 " $OUT/check_package.txt | head -40
-  fi
-  ;;
 *)
-  echo "usage: job.sh dsl|peers_a|peers_b|sweep|package|package_split|padding|split|bench|d64|prepass"; exit 2
+  echo "usage: job.sh dsl|peers_a|peers_b|sweep|package|package_split|split|bench|d64|prepass"; exit 2
   ;;
 esac
 date -u +%H:%M:%S
