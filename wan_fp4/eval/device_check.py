@@ -688,7 +688,10 @@ def _fp4_emulation(suite):
                   ("B1 H3 S1000 D128 guard110", big, guard, ()),
                   ("B1 H3 Sq4097 Skv512 D128", (1, 4097, 512, 3, 128), wan, ()),
                   ("B2 H3 Sq1000 Skv777 D64", (2, 1000, 777, 3, 64), wan, ()),
-                  ("B1 H12 S7680 D128 rows 0:256", (1, 7680, 7680, 12, 128), wan, ((0, 256),))]
+                  ("B1 H12 S7680 D128 rows 0:256", (1, 7680, 7680, 12, 128), wan, ((0, 256),)),
+                  # one token, one key: Triton compiles an integer argument of 1 as a constant
+                  ("B1 H3 S1 D64", (1, 1, 1, 3, 64), wan, ()),
+                  ("B1 H2 Sq300 Skv1 D128", (1, 300, 1, 2, 128), wan, ())]
     else:
         shapes = [("B1 H2 Sq130 Skv200 D64 wan", big, wan, ()), ("B1 H2 Sq130 Skv200 D64 guard110", big, guard, ())]
     for name, s, fp4, rows in shapes:
