@@ -46,28 +46,19 @@ def compile_kernel(mode: str, head_dim: int, *, options: str = "", **config):
     from . import default_config
 
     cfg = default_config(mode, head_dim, config)
-
-    def build():
+    key = (mode, head_dim, tuple(sorted(cfg.items())), ARCH, options)
+    with _lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            return hit
         import cutlass.cute as cute
 
         from .kernel import Sm90Attention
 
-        return cute.compile(Sm90Attention(mode, head_dim, **cfg), *_args(), options=arch_options(options))
-
-    return cached((mode, head_dim, tuple(sorted(cfg.items())), ARCH, options), build)
-
-
-def arch_options(options: str = "") -> str:
-    """The DSL compile options for this family's arch, with `options` after them."""
-    return f"--gpu-arch {ARCH} {options}".strip()
-
-
-def cached(key, build):
-    """build()'s compiled kernel, once per key in this process (every sm90 kernel's JIT cache)."""
-    with _lock:
-        if key not in _cache:
-            _cache[key] = build()
-        return _cache[key]
+        kern = Sm90Attention(mode, head_dim, **cfg)
+        compiled = cute.compile(kern, *_args(), options=f"--gpu-arch {ARCH} {options}".strip())
+        _cache[key] = compiled
+        return compiled
 
 
 def ptx_of(compiled) -> str:
