@@ -565,6 +565,11 @@ PROBES: dict[str, Callable] = {
 
 
 # ------------------------------------------------------------------------------------------ suites
+# (B, Sq, Skv, H, D) of one token and of one key: Triton compiles an integer argument of 1 as a
+# constant, so these are compiles of their own, checked in every family that runs Triton
+ONE_TOKEN_SHAPES = ((1, 1, 1, 3, 64), (1, 300, 1, 2, 128))
+
+
 def _modes(kernel):
     return registry.spec(kernel).modes if kernel != "sm90-cute" else ("direct-p", "fp8")
 
@@ -598,10 +603,8 @@ def _sm90(suite, configs):
                             (2, 1000, 1000, 3, d), tol={"differing_bytes": 0}, seed=d))
             out.append(Case("sm90-cute", f"prebuilt == JIT D{d}", "prebuilt-jit", mode, (2, 1000, 1000, 3, d),
                             tol={"differing": 0, "nan": 0}, seed=d))
-    # prepare_fp8's padding past S: at one token or key (Triton compiles an integer argument of 1 as
-    # a constant, so those are compiles of their own) and at lengths that leave part of a block
-    pads = [(1, 1, 1, 3, 64), (1, 1, 1, 3, 128), (1, 300, 1, 2, 128), (2, 2, 2, 3, 64), (1, 77, 77, 5, 128),
-            (1, 129, 129, 2, 128)]
+    # prepare_fp8's padding past S: at one token or key and at lengths that leave part of a block
+    pads = [*ONE_TOKEN_SHAPES, (1, 1, 1, 3, 128), (2, 2, 2, 3, 64), (1, 77, 77, 5, 128), (1, 129, 129, 2, 128)]
     for b, sq, skv, h, d in (pads if suite == "full" else pads[:1]):
         for mode in _modes("sm90-cute"):
             out.append(Case("sm90-cute", f"prepare_fp8 == torch path, padding included, B{b} Sq{sq} Skv{skv} H{h} D{d}",
@@ -639,7 +642,7 @@ def _triton(suite):
         shapes = [(2, 1000, 1000, 3, 128), (1, 4097, 4097, 12, 128), (1, 4097, 512, 12, 128), (2, 1000, 777, 3, 64),
                   (1, 32760, 32760, 12, 128)]
         attn = [(s, ()) for s in shapes[:-1]] + [(shapes[-1], (r,)) for r in ((0, 1024), (16384, 17408), (31744, 32760))]
-        attn += [((1, 1, 1, 3, 64), ()), ((1, 300, 1, 2, 128), ())]  # one token, one key
+        attn += [(s, ()) for s in ONE_TOKEN_SHAPES]
         bitarith, score_shape = (2, 1000, 1000, 3, 128), (1, 1000, 1000, 2, 128)
     else:
         shapes = [(1, 200, 333, 2, 64)]
@@ -688,10 +691,9 @@ def _fp4_emulation(suite):
                   ("B1 H3 S1000 D128 guard110", big, guard, ()),
                   ("B1 H3 Sq4097 Skv512 D128", (1, 4097, 512, 3, 128), wan, ()),
                   ("B2 H3 Sq1000 Skv777 D64", (2, 1000, 777, 3, 64), wan, ()),
-                  ("B1 H12 S7680 D128 rows 0:256", (1, 7680, 7680, 12, 128), wan, ((0, 256),)),
-                  # one token, one key: Triton compiles an integer argument of 1 as a constant
-                  ("B1 H3 S1 D64", (1, 1, 1, 3, 64), wan, ()),
-                  ("B1 H2 Sq300 Skv1 D128", (1, 300, 1, 2, 128), wan, ())]
+                  ("B1 H12 S7680 D128 rows 0:256", (1, 7680, 7680, 12, 128), wan, ((0, 256),))]
+        shapes += [(f"B{b} H{h} Sq{sq} Skv{skv} D{d}", (b, sq, skv, h, d), wan, ())
+                   for b, sq, skv, h, d in ONE_TOKEN_SHAPES]
     else:
         shapes = [("B1 H2 Sq130 Skv200 D64 wan", big, wan, ()), ("B1 H2 Sq130 Skv200 D64 guard110", big, guard, ())]
     for name, s, fp4, rows in shapes:
