@@ -9,8 +9,7 @@ launch: the sm90 kernel of --mode (default direct-p) at --shape (default B1 H12 
   the kernel is read against: tensor-pipe activity, issue stalls, clocks).
 prepass: the pre-pass's bytes against the torch path's (several calls), then triton.testing.do_bench
   medians of it with each key chunk (eagerly, and replayed from a CUDA graph: the GPU's share), and
-  the rate of the bytes it must move, at H40 S1024, 4096 and 7680 and at the Wan shapes; and
-  docs/SM90_GEN2.md item 27's two-launch prototype (K smoothed by its first 128 keys' mean).
+  the rate of the bytes it must move, at H40 S1024, 4096 and 7680 and at the Wan shapes.
 percall: where a short call's time goes, at B1 H40 S1024 (the fixed per-call cost dominates there):
   wall time per call of wan_fp4.attention (direct-p, sm90) eagerly and replayed from a CUDA graph
   (no host work; the score check is skipped under capture), beside torch SDPA's cuDNN BF16 the
@@ -19,11 +18,9 @@ percall: where a short call's time goes, at B1 H40 S1024 (the fixed per-call cos
 floor: what a short call cannot go below, at B1 H40 D128, S 1,024 and 4,096, each from a CUDA graph:
   the whole call, the pre-pass, its column statistics' partials alone (which every code waits for:
   K's mean and V's channel amax span all keys), the kernel alone, then the statistics + the kernel,
-  a one-launch E4M3 cast of Q, K and V (no scales: the bytes' floor of any pre-pass) + the kernel,
-  the same cast of K and V only + the kernel (Q quantised in the kernel, at no cost), the two-launch
-  pre-pass of docs/SM90_GEN2.md item 27 (K smoothed by its first 128 keys' mean, so that only V's
-  column amax takes a pass of its own; a timing prototype, `local_k_pre_pass`) alone and + the
-  kernel, beside torch SDPA's cuDNN BF16.
+  a one-launch E4M3 cast of Q, K and V (no scales: the bytes' floor of any pre-pass) alone and +
+  the kernel, and the same cast of K and V only + the kernel (Q quantised in the kernel, at no
+  cost), beside torch SDPA's cuDNN BF16.
 short: the kernel alone at B1 H40 D128, S --lengths (default 1,024-16,384), from a CUDA graph, for the default config
   and each --configs that applies to the mode (each one's output compared bit for bit with the default's).
 rounds: what a partial last wave costs. At B1 H12 and H40, D128, 32,760 keys, the kernel alone
@@ -105,8 +102,7 @@ def prepass(repeats=5):
     torch path's on the GPU, in `repeats` calls (a sum whose order depended on scheduling would
     show as a call that differs), then its time with the default key chunk and each of
     STATS_CHUNKS, eagerly and from a CUDA graph, and the rate of the bytes any pre-pass must move
-    (Q, K, V read once, codes written; this one reads K and V twice); then item 27's two-launch
-    prototype (`local_k_pre_pass`) from a CUDA graph."""
+    (Q, K, V read once, codes written; this one reads K and V twice)."""
     import triton.testing as tt
 
     from wan_fp4.eval.device_check import mismatch
@@ -133,10 +129,6 @@ def prepass(repeats=5):
             ms = _graph_ms(fn, 10, rep=200)
             print(f"B{b} H{h} S{s}  whole pre-pass, {name:18s} {ms:.4f} ms from a CUDA graph, {eager:.4f} eager "
                   f"({moved / ms / 1e9:.2f} TB/s of the {moved / 1e6:.0f} MB it must move)", flush=True)
-        local_k = local_k_pre_pass(q, k, v, "direct-p")[0]
-        ms = _graph_ms(local_k, 10, rep=200)
-        print(f"B{b} H{h} S{s}  item 27's two launches (K's first-block mean; prototype) {ms:.4f} ms from a CUDA "
-              f"graph ({moved / ms / 1e9:.2f} TB/s)", flush=True)
         del q, k, v, want
         torch.cuda.empty_cache()
 
@@ -274,51 +266,6 @@ if triton is not None:
         else:
             tl.store(c8 + offs, tl.load(c + offs, mask=ok).to(tl.float8e4nv), mask=ok)
 
-    @triton.jit
-    def _local_qk_vstats(q_ptr, k_ptr, v_ptr, q8_ptr, k8_ptr, q_scale_ptr, k_scale_ptr, vmax_ptr, Sq, Skv, H,
-                         nq, nk, n_chunks, sqb, sqs, sqh, sqd, skb, sks, skh, skd, svb, svs, svh, svd,
-                         D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr, CHUNK: tl.constexpr,
-                         ROWS: tl.constexpr, HW_CVT: tl.constexpr):
-        """The first launch of item 27's pre-pass (a timing prototype): blocks [0, nq) quantise Q,
-        [nq, nq + nk) K smoothed by the mean of its first BLOCK_S keys (each block takes it
-        itself), the rest V's column max over CHUNK keys, as the statistics launch's partials."""
-        pid = tl.program_id(0)
-        bh = tl.program_id(1).to(tl.int64)
-        offs_d = tl.arange(0, BLOCK_D)
-        b = bh // H
-        h = bh % H
-        if pid < nq:
-            prepare._quant_rows_block(q_ptr, None, q8_ptr, q_scale_ptr, pid, bh, Sq, H, nq, sqb, sqs, sqh, sqd,
-                                      D, BLOCK_D, BLOCK_S, False, HW_CVT)
-        elif pid < nq + nk:
-            offs_s = tl.arange(0, BLOCK_S)
-            ok = (offs_s[:, None] < Skv) & (offs_d[None, :] < D)
-            first = tl.load(k_ptr + b * skb + h * skh + offs_s[:, None] * sks + offs_d[None, :] * skd,
-                            mask=ok, other=0.0).to(tl.float32)
-            mu = tl.sum(first, axis=0) / tl.minimum(Skv, BLOCK_S)
-            prepare._quant_rows_block(k_ptr, mu, k8_ptr, k_scale_ptr, pid - nq, bh, Skv, H, nk, skb, sks, skh, skd,
-                                      D, BLOCK_D, BLOCK_S, True, HW_CVT)
-        else:
-            chunk = pid - nq - nk
-            vmax = tl.zeros((ROWS, BLOCK_D), tl.float32)
-            for r in range(0, CHUNK, ROWS):
-                offs_s = chunk * CHUNK + r + tl.arange(0, ROWS)
-                ok = (offs_s[:, None] < Skv) & (offs_d[None, :] < D)
-                x = tl.load(v_ptr + b * svb + h * svh + offs_s[:, None] * svs + offs_d[None, :] * svd, mask=ok, other=0.0)
-                vmax = tl.maximum(vmax, tl.abs(x.to(tl.float32)))
-            tl.store(vmax_ptr + (bh * n_chunks + chunk) * D + offs_d, tl.max(vmax, axis=0), mask=offs_d < D)
-
-    @triton.jit
-    def _local_v(v_ptr, vmax_ptr, perm_ptr, v8_ptr, v_scale_ptr, Skv, H, nk, n_chunks, svb, svs, svh, svd,
-                 D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr, HW_CVT: tl.constexpr,
-                 PERM: tl.constexpr, ONES_ROWS: tl.constexpr, ONE_CODE: tl.constexpr, GROUP: tl.constexpr):
-        """The second launch of item 27's pre-pass: V's channel totals from the partials, V's codes."""
-        pid = tl.program_id(0)
-        bh = tl.program_id(1).to(tl.int64)
-        amax = prepare._column_totals(vmax_ptr, vmax_ptr, bh, n_chunks, Skv, D, BLOCK_D, GROUP, False, True)[1]
-        prepare._quant_v_block(v_ptr, amax, perm_ptr, v8_ptr, v_scale_ptr, pid, bh, Skv, H, nk * BLOCK_S,
-                               svb, svs, svh, svd, D, BLOCK_D, BLOCK_S, HW_CVT, PERM, ONES_ROWS, ONE_CODE)
-
 
 def _cast_floor(tensors):
     """A callable casting two or three same-sized tensors to E4M3 in one launch, with no scale:
@@ -328,41 +275,6 @@ def _cast_floor(tensors):
     args = (srcs * 2)[:3] + (dsts * 2)[:3]  # a third pointer is never read with two tensors
     n, block = srcs[0].numel(), 4096
     return lambda: _cast3[(triton.cdiv(n, block), len(srcs))](*args, n, BLOCK=block, num_warps=8)
-
-
-def local_k_pre_pass(q, k, v, mode, hw_cvt=True):
-    """A callable running item 27's two-launch pre-pass (docs/SM90_GEN2.md) into buffers it owns, and
-    those buffers (q8, k8, v8t, q_scale, k_scale, v_scale): a timing prototype of K smoothed by its
-    first 128 keys' mean, so that only V's column amax needs a pass of its own (no range statistics,
-    no K mean for the LSE)."""
-    from wan_fp4.modes import E4M3_ONE, QK_SCALE_BLOCK
-
-    layout = v_layout_args(mode)
-    b, s, h, d = q.shape
-    s_pad = -(-s // QK_SCALE_BLOCK) * QK_SCALE_BLOCK
-    n_blk = s_pad // QK_SCALE_BLOCK
-    chunk = prepare.stats_chunk(s, b * h, prepare._sm_count(q.device))
-    n_chunks = -(-s // chunk)
-    f8 = torch.float8_e4m3fn
-    q8, k8 = (torch.empty(b, h, s_pad, d, dtype=f8, device=q.device) for _ in range(2))
-    v8t = torch.empty(b, h, d + layout["v_ones_rows"], s_pad, dtype=f8, device=q.device)
-    q_scale, k_scale = (torch.empty(b, h, n_blk, dtype=torch.float32, device=q.device) for _ in range(2))
-    v_scale = torch.empty(b, h, d, dtype=torch.float32, device=q.device)
-    vmax = torch.empty(b * h, n_chunks, d, dtype=torch.float32, device=q.device)
-    perm = prepare._perm_on(q.device, tuple(layout["v_perm"]) if layout["v_perm"] is not None else None)
-    block_d = triton.next_power_of_2(d)
-
-    def run():
-        _local_qk_vstats[(2 * n_blk + n_chunks, b * h)](
-            q, k, v, q8, k8, q_scale, k_scale, vmax, s, s, h, n_blk, n_blk, n_chunks, *q.stride(), *k.stride(),
-            *v.stride(), D=d, BLOCK_D=block_d, BLOCK_S=QK_SCALE_BLOCK, CHUNK=chunk, ROWS=prepare.STATS_ROWS,
-            HW_CVT=hw_cvt, num_warps=prepare.QUANT_WARPS)
-        _local_v[(n_blk, b * h)](
-            v, vmax, perm, v8t.view(torch.uint8), v_scale, s, h, n_blk, n_chunks, *v.stride(), D=d, BLOCK_D=block_d,
-            BLOCK_S=QK_SCALE_BLOCK, HW_CVT=hw_cvt, PERM=layout["v_perm"] is not None, ONES_ROWS=layout["v_ones_rows"],
-            ONE_CODE=E4M3_ONE, GROUP=prepare.TOTALS_LOADS, num_warps=prepare.QUANT_WARPS)
-
-    return run, (q8, k8, v8t, q_scale, k_scale, v_scale)
 
 
 def floor(lengths=(1024, 4096), calls=20):
@@ -390,7 +302,6 @@ def floor(lengths=(1024, 4096), calls=20):
                 return F.scaled_dot_product_attention(qt, kt, vt)
 
         cast_qkv, cast_kv = _cast_floor((q, k, v)), _cast_floor((k, v))
-        local_k = local_k_pre_pass(q, k, v, mode)[0]
         parts = {
             "whole call (wan_fp4.attention)": lambda: wan_fp4.attention(q, k, v, mode, kernel="sm90-cute"),
             "pre-pass": lambda: prepare.prepare_fp8(q, k, v, **layout),
@@ -400,8 +311,6 @@ def floor(lengths=(1024, 4096), calls=20):
             "E4M3 cast of Q, K, V (one launch)": cast_qkv,
             "E4M3 cast of Q, K, V + kernel": lambda: (cast_qkv(), kernel()),
             "E4M3 cast of K, V + kernel": lambda: (cast_kv(), kernel()),
-            "pre-pass with K's first-block mean (item 27)": local_k,
-            "pre-pass with K's first-block mean + kernel": lambda: (local_k(), kernel()),
             "torch SDPA cuDNN BF16": cudnn_bf16,
         }
         for name, fn in parts.items():
