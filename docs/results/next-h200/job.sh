@@ -3,7 +3,9 @@
 # the one run with every peer on the kernels as they stand, the check first, ran the same day
 # (docs/results/2026-12-05b-h200/). The short-head pre-pass's job ran on 2026-12-05 (its copy:
 # docs/results/2026-12-05d-h200/) and the pre-pass is deleted; `padding`, prepare_fp8 at one token,
-# ran the same day and is kept with its results (docs/results/2026-12-05e-h100/). Prepare on the CPU
+# ran the same day and is kept with its results (docs/results/2026-12-05e-h100/). The one-launch
+# pre-pass's jobs (measured and not kept), the statistics launch's shape sweep and `short_ncu` ran
+# the same day on H100s (docs/results/2026-12-05f-h100/, with a copy of this script). Prepare on the CPU
 # first:
 #   ../shared/gpu/bundle.sh py && ../shared/gpu/bundle.sh dsl
 #   scripts/pack_sage2_source.sh /path/to/SageAttention    (commit d1a57a5)
@@ -132,6 +134,33 @@ peers_b)
   date -u +%H:%M:%S
   timeout 150 python3 scripts/profile_sm90_device.py pairs --mode fp8 --configs "$SPLIT" --rounds 6 \
     --shapes 1x12x32760x64 1x40x32760x64 1x40x75600x64 $P 2>&1 | tee $OUT/pairs_split_fp8_d64.txt | grep -E "rel L2|median"
+  ;;
+short_ncu)
+  # the package's prebuilt kernels (unpack .device/shims.tar.zst into wan_fp4/kernels/prebuilt/sm90a
+  # first; carry it with the py bundle): last run 2026-12-05, docs/results/2026-12-05f-h100/
+  P=""
+  # the kernel at 1,024 tokens with its operands left in L2 by the pre-pass just before (as in a
+  # call), not flushed as ncu does by default; then the pre-pass's two launches, warm
+  timeout 150 ncu --cache-control none --section WarpStateStats --section SourceCounters --section LaunchStats \
+    --section Occupancy --section SpeedOfLight -k regex:'kernel_cutlass' -c 1 -o $OUT/k1024_warm \
+    python3 scripts/profile_sm90_device.py launch $P --shape 1x40x1024x128 > $OUT/ncu_k1024_warm.txt 2>&1; echo "ncu rc=$?"
+  ncu --import $OUT/k1024_warm.ncu-rep --page source --print-source sass --csv > $OUT/k1024_warm_sass.csv 2>&1
+  ncu --import $OUT/k1024_warm.ncu-rep --page details > $OUT/k1024_warm_details.txt 2>&1
+  grep -E "Duration|Warp Cycles Per Issued|Achieved Occupancy" $OUT/k1024_warm_details.txt | head
+  cat > /tmp/pre.py <<'PY'
+import torch
+from wan_fp4.kernels import prepare
+from wan_fp4.kernels.sm90.layout import v_layout_args
+q, k, v = (torch.randn(1, 1024, 40, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+for _ in range(3):
+    prepare._prepare_triton(q, k, v, True, **v_layout_args("direct-p"))
+torch.cuda.synchronize()
+PY
+  timeout 150 ncu --cache-control none --section WarpStateStats --section LaunchStats --section Occupancy --section SpeedOfLight \
+    --section MemoryWorkloadAnalysis --section SourceCounters -k regex:'_quant_kernel|_column_stats_kernel' --launch-skip 4 -c 2 \
+    -o $OUT/pre1024 python3 /tmp/pre.py > $OUT/ncu_pre1024.txt 2>&1; echo "ncu rc=$?"
+  ncu --import $OUT/pre1024.ncu-rep --page details > $OUT/pre1024_details.txt 2>&1
+  grep -E "_kernel|Duration|Registers Per|Achieved Occupancy|Theoretical Occupancy|Warp Cycles Per Issued|DRAM Throughput|Local" $OUT/pre1024_details.txt | head -30
   ;;
 sweep)
   # the length sweep against the two peers its targets name, with room to finish (peers_b's sweep
