@@ -5,7 +5,7 @@
 # docs/results/2026-12-05d-h200/) and the pre-pass is deleted; `padding`, prepare_fp8 at one token,
 # ran the same day and is kept with its results (docs/results/2026-12-05e-h100/). The one-launch
 # pre-pass's jobs (measured and not kept), the statistics launch's shape sweep and `short_ncu` ran
-# the same day on H100s (docs/results/2026-12-05f-h100/, with a copy of this script). Prepare on the CPU
+# the same day on H100s (docs/results/2026-12-05f-h100/, with those cases). Prepare on the CPU
 # first:
 #   ../shared/gpu/bundle.sh py && ../shared/gpu/bundle.sh dsl
 #   scripts/pack_sage2_source.sh /path/to/SageAttention    (commit d1a57a5)
