@@ -20,7 +20,8 @@ floor: what a short call cannot go below, at B1 H40 D128, S 1,024 and 4,096, eac
   K's mean and V's channel amax span all keys), the kernel alone, then the statistics + the kernel,
   a one-launch E4M3 cast of Q, K and V (no scales: the bytes' floor of any pre-pass) alone and +
   the kernel, and the same cast of K and V only + the kernel (Q quantised in the kernel, at no
-  cost), beside torch SDPA's cuDNN BF16.
+  cost), beside torch SDPA's cuDNN BF16; then the whole call, the pre-pass, the kernel and cuDNN
+  BF16 again, each call starting from a flushed L2.
 short: the kernel alone at B1 H40 D128, S --lengths (default 1,024-16,384), from a CUDA graph, for the default config
   and each --configs that applies to the mode (each one's output compared bit for bit with the default's).
 rounds: what a partial last wave costs. At B1 H12 and H40, D128, 32,760 keys, the kernel alone
@@ -285,6 +286,11 @@ def floor(lengths=(1024, 4096), calls=20):
 
     b, h, d, mode = 1, 40, 128, "direct-p"
     layout = v_layout_args(mode)
+    junk = torch.empty(4 * torch.cuda.get_device_properties(0).L2_cache_size, dtype=torch.uint8, device="cuda")
+
+    def flush():
+        junk.fill_(1)
+
     for s in lengths:
         q, k, v = _rand(b, s, h, d), _rand(b, s, h, d), _rand(b, s, h, d)
         qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
@@ -315,7 +321,14 @@ def floor(lengths=(1024, 4096), calls=20):
         }
         for name, fn in parts.items():
             ms = _graph_ms(fn, calls)
-            print(f"B{b} H{h} S{s} D{d} {name:40s} {ms * 1e3:7.1f} us from a CUDA graph", flush=True)
+            print(f"B{b} H{h} S{s} D{d} {name:56s} {ms * 1e3:7.1f} us from a CUDA graph", flush=True)
+        # Replayed on the same tensors, a launch finds what the one before left in L2; these rows
+        # start each call from a flushed L2 instead (the flush's own time taken off)
+        flushed = _graph_ms(flush, calls)
+        for name in ("whole call (wan_fp4.attention)", "pre-pass", "kernel alone", "torch SDPA cuDNN BF16"):
+            ms = _graph_ms(lambda fn=parts[name]: (flush(), fn()), calls) - flushed
+            print(f"B{b} H{h} S{s} D{d} {name + ', L2 flushed first':56s} {ms * 1e3:7.1f} us from a CUDA graph",
+                  flush=True)
         del q, k, v, qt, kt, vt, ops
         torch.cuda.empty_cache()
 
