@@ -419,3 +419,36 @@ def test_the_quantise_launch_takes_its_lengths_as_arguments_even_when_one():
         kept = set(kern.kwargs["do_not_specialize"])
     assert set(prepare.LENGTH_ARGS) <= kept
     assert set(prepare.LENGTH_ARGS) <= set(kern.arg_names)
+
+
+@pytest.mark.parametrize("l2", [0, 1 << 40])
+def test_codes_kept_in_l2_or_not_are_the_same_bytes(monkeypatch, l2):
+    """Keeping the codes in L2 (KEEP_CODES_IN_L2) only adds cache hints to the quantise launch: with
+    an L2 that holds them or one that does not, the Triton path gives the reference's bytes."""
+    monkeypatch.setattr(prepare, "_l2_bytes", lambda device: l2)
+    q, k, v = _inputs(2, 200, 333, 3, 64, seed=31)
+    _assert_same_as_reference(prepare._prepare_triton(q, k, v, hw_cvt=False), q, k, v)
+
+
+def test_codes_are_kept_in_l2_only_where_they_all_fit(monkeypatch):
+    """The quantise launch keeps its codes in L2 for the kernel when all of them fit (B1 H40 D128:
+    2,048 tokens are 31.5 MB of codes, 4,096 tokens 63 MB, against the H100's and H200's 50 MB), and
+    the launch is told so."""
+    monkeypatch.setattr(prepare, "_l2_bytes", lambda device: 50 << 20)
+    gpu = torch.device("cuda", 0)  # only a key here: _l2_bytes is stood in
+    assert prepare.keep_codes(3 * 40 * 2048 * 128, gpu)
+    assert not prepare.keep_codes(3 * 40 * 4096 * 128, gpu)
+    seen = []
+
+    class Spy:
+        def __getitem__(self, grid):
+            return lambda *args, **kw: seen.append(kw["KEEP"])
+
+    monkeypatch.setattr(prepare, "_quant_kernel", Spy())
+    q, k, v = _inputs(1, 130, 130, 2, 64, seed=32)  # 3 x 2 x 256 x 64 bytes of codes
+    for l2 in (3 * 2 * 256 * 64, 3 * 2 * 256 * 64 - 1):
+        monkeypatch.setattr(prepare, "_l2_bytes", lambda device, l2=l2: l2)
+        prepare._prepare_triton(q, k, v, hw_cvt=False)
+    monkeypatch.setattr(prepare, "KEEP_CODES_IN_L2", False)
+    prepare._prepare_triton(q, k, v, hw_cvt=False)
+    assert seen == [True, False, False]

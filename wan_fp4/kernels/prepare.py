@@ -30,7 +30,8 @@ Codes and scales equal `wan_fp4.reference.quantize_fp8` bit for bit (tests/test_
   partials than a launch costs (FOLD_READS), by a launch of their own. The quantise launch does Q,
   K and V (per tile: load, amax, power-of-two scale, scale, cast, store) and keeps the largest Q and
   K scales, and whether Q, K or V held a NaN or inf, for the score-range check, which then reads
-  five floats back (`range_stats`) instead of reducing the scales itself.
+  five floats back (`range_stats`) instead of reducing the scales itself. Where all the codes fit
+  in L2 it leaves them there for the kernel (KEEP_CODES_IN_L2).
 - torch (everything else): the same arithmetic in plain PyTorch, used on CPU.
 """
 from __future__ import annotations
@@ -302,17 +303,18 @@ if triton is not None:
     def _quant_rows_block(x_ptr, mu, out_ptr, scale_ptr, blk, bh, S, H, n_blk,
                           sxb, sxs, sxh, sxd,
                           D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
-                          HAS_MEAN: tl.constexpr, HW_CVT: tl.constexpr):
+                          HAS_MEAN: tl.constexpr, HW_CVT: tl.constexpr, KEEP: tl.constexpr):
         """One 128-token block of one (b, h): [subtract the (BLOCK_D,) mean mu], amax, scale, cast,
         store (B,H,S_pad,D). Returns the block's scale and 1.0 if the block held a NaN or inf (its
-        amax, taken with _max_nan, is then not finite), else 0.0."""
+        amax, taken with _max_nan, is then not finite), else 0.0. KEEP: read x evict-first and store
+        the codes evict-last in L2 (see KEEP_CODES_IN_L2)."""
         b = bh // H
         h = bh % H
         offs_s = blk * BLOCK_S + tl.arange(0, BLOCK_S)
         offs_d = tl.arange(0, BLOCK_D)
         ok = (offs_s[:, None] < S) & (offs_d[None, :] < D)
         ptrs = x_ptr + b * sxb + h * sxh + offs_s[:, None] * sxs + offs_d[None, :] * sxd
-        x = tl.load(ptrs, mask=ok, other=0.0).to(tl.float32)
+        x = tl.load(ptrs, mask=ok, other=0.0, eviction_policy="evict_first" if KEEP else "").to(tl.float32)
         if HAS_MEAN:
             x = tl.where(ok, x - mu[None, :], 0.0)  # padded rows stay zero codes
         amax = tl.reduce(tl.reduce(tl.abs(x), 1, _max_nan), 0, _max_nan)
@@ -320,7 +322,7 @@ if triton is not None:
         codes = e4m3_rne_sat(x * inv, HW_CVT)  # x * 2^-t == x / 2^t exactly
         s_pad = n_blk * BLOCK_S
         out = out_ptr + bh * s_pad * D + offs_s[:, None] * D + offs_d[None, :]
-        tl.store(out, codes, mask=offs_d[None, :] < D)
+        tl.store(out, codes, mask=offs_d[None, :] < D, eviction_policy="evict_last" if KEEP else "")
         tl.store(scale_ptr + bh * n_blk + blk, scale)
         return scale, _non_finite(amax)
 
@@ -329,7 +331,7 @@ if triton is not None:
                        svb, svs, svh, svd,
                        D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
                        HW_CVT: tl.constexpr, PERM: tl.constexpr, ONES_ROWS: tl.constexpr,
-                       ONE_CODE: tl.constexpr):
+                       ONE_CODE: tl.constexpr, KEEP: tl.constexpr):
         """One 128-key block of one (b, h): per-channel scale (from the (BLOCK_D,) channel maxima
         amax), cast, store transposed
         (B, H, D + ONES_ROWS, S_pad). PERM: output column j holds key 32 (j // 32) + perm[j % 32];
@@ -346,12 +348,13 @@ if triton is not None:
         offs_d = tl.arange(0, BLOCK_D)
         ok = (src_s[:, None] < S) & (offs_d[None, :] < D)
         x = tl.load(v_ptr + b * svb + h * svh + src_s[:, None] * svs + offs_d[None, :] * svd,
-                    mask=ok, other=0.0).to(tl.float32)
+                    mask=ok, other=0.0, eviction_policy="evict_first" if KEEP else "").to(tl.float32)
         scale, inv = _pow2_scale_tl(amax)
         codes = e4m3_rne_sat(x * inv[None, :], HW_CVT)
         rows = D + ONES_ROWS
         out = out_ptr + bh * rows * s_pad + offs_d[None, :] * s_pad + offs_s[:, None]
-        tl.store(out, codes.to(tl.uint8, bitcast=True), mask=offs_d[None, :] < D)  # out is a uint8 view
+        tl.store(out, codes.to(tl.uint8, bitcast=True), mask=offs_d[None, :] < D,  # out is a uint8 view
+                 eviction_policy="evict_last" if KEEP else "")
         if ONES_ROWS > 0:
             r = tl.arange(0, ONES_ROWS)
             ones = tl.where(r[:, None] == 0, ONE_CODE, 0).to(tl.uint8) + tl.zeros((ONES_ROWS, BLOCK_S), tl.uint8)
@@ -392,19 +395,20 @@ if triton is not None:
                       sqb, sqs, sqh, sqd, skb, sks, skh, skd, svb, svs, svh, svd,
                       D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
                       HW_CVT: tl.constexpr, PERM: tl.constexpr, ONES_ROWS: tl.constexpr,
-                      ONE_CODE: tl.constexpr, FOLD: tl.constexpr, GROUP: tl.constexpr):
+                      ONE_CODE: tl.constexpr, FOLD: tl.constexpr, GROUP: tl.constexpr, KEEP: tl.constexpr):
         """Q, K and V in one launch: blocks [0, nq) of axis 0 quantise Q rows, [nq, nq + nk) K rows
         (smoothed), the rest V^T. FOLD: each K or V block takes its head's column totals from the
         n_chunks partials itself (the first block of each also writes them out: K's mean, V's
         scales); else it reads the totals the totals launch wrote to mean_ptr / amax_ptr.
         stats_ptr[0:5] (PreparedFP8.range_stats, zeroed by the statistics pass before) gathers the
-        largest Q and K block scales and whether Q, K, V held a NaN or inf, for the host's check."""
+        largest Q and K block scales and whether Q, K, V held a NaN or inf, for the host's check.
+        KEEP: the codes stored evict-last, Q, K and V read evict-first (KEEP_CODES_IN_L2)."""
         pid = tl.program_id(0)
         bh = tl.program_id(1).to(tl.int64)  # element offsets exceed 2^31 at Wan sizes with B > 4
         offs_d = tl.arange(0, BLOCK_D)
         if pid < nq:
             scale, bad = _quant_rows_block(q_ptr, None, q8_ptr, q_scale_ptr, pid, bh, Sq, H, nq,
-                                           sqb, sqs, sqh, sqd, D, BLOCK_D, BLOCK_S, False, HW_CVT)
+                                           sqb, sqs, sqh, sqd, D, BLOCK_D, BLOCK_S, False, HW_CVT, KEEP)
             tl.atomic_max(stats_ptr, scale)  # non-negative floats: order-free, so exact
         elif pid < nq + nk:
             if FOLD:
@@ -414,7 +418,7 @@ if triton is not None:
             else:
                 mu = tl.load(mean_ptr + bh * D + offs_d, mask=offs_d < D, other=0.0)
             scale, bad = _quant_rows_block(k_ptr, mu, k8_ptr, k_scale_ptr, pid - nq, bh, Skv, H, nk,
-                                           skb, sks, skh, skd, D, BLOCK_D, BLOCK_S, True, HW_CVT)
+                                           skb, sks, skh, skd, D, BLOCK_D, BLOCK_S, True, HW_CVT, KEEP)
             tl.atomic_max(stats_ptr + 1, scale)
         else:
             if FOLD:
@@ -423,7 +427,7 @@ if triton is not None:
                 amax = tl.load(amax_ptr + bh * D + offs_d, mask=offs_d < D, other=0.0)
             bad = _quant_v_block(v_ptr, amax, perm_ptr, v8_ptr, v_scale_ptr, pid - nq - nk, bh, Skv, H,
                                  nk * BLOCK_S, svb, svs, svh, svd, D, BLOCK_D, BLOCK_S, HW_CVT, PERM,
-                                 ONES_ROWS, ONE_CODE)
+                                 ONES_ROWS, ONE_CODE, KEEP)
         if bad > 0:  # rare: one atomic per offending block
             tl.atomic_max(stats_ptr + 2 + (pid >= nq).to(tl.int32) + (pid >= nq + nk).to(tl.int32), bad)
 
@@ -488,11 +492,30 @@ QUANT_WARPS = 4  # the quantise launch: warps per 128-row block
 # they cost more than the launch (BENCHMARKS.md, 2026-12-04, sixth run)
 FOLD_READS = 8192
 TOTALS_LOADS = 16  # the totals, wherever taken: chunks' partials loaded per step (unrolled)
+# The kernel reads the codes right after the quantise launch writes them, and nothing reads Q, K or
+# V after it: where all the codes fit in L2, the launch stores them evict-last and reads its inputs
+# evict-first, so that they are still there for the kernel (without the hints a short call's kernel
+# runs as if from a flushed L2). Paired on an H100 (BENCHMARKS.md, 2026-12-05 seventh run), the
+# whole call at H40 is 1.9-2.7% faster at 1,024 tokens and 1.6-5.5% at 2,048, both modes, D128 and
+# D64; the 1.3B model's cross attention (49.5 MiB of codes) 1% faster for direct-p, 0.06% slower for
+# fp8. Past L2's size the launch keeps plain loads and stores.
+KEEP_CODES_IN_L2 = True
 
 
 @lru_cache(maxsize=None)
 def _sm_count(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 1
+
+
+@lru_cache(maxsize=None)
+def _l2_bytes(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).L2_cache_size if device.type == "cuda" else 0
+
+
+def keep_codes(code_bytes: int, device: torch.device) -> bool:
+    """Whether the quantise launch keeps its codes in L2 for the kernel (KEEP_CODES_IN_L2): when
+    they all fit. Only cache hints: the bytes are the same either way."""
+    return KEEP_CODES_IN_L2 and code_bytes <= _l2_bytes(device)
 
 
 def stats_chunk(s: int, bh: int, sms: int) -> int:
@@ -598,7 +621,7 @@ def _prepare_triton(q, k, v, hw_cvt: bool, v_perm=None, v_ones_rows=0, chunk=Non
         q_scale, k_scale, v_scale, range_stats, Sq, Skv, H, nq, nk, n_chunks, *q.stride(), *k.stride(), *v.stride(),
         D=D, BLOCK_D=triton.next_power_of_2(D), BLOCK_S=QK_SCALE_BLOCK, HW_CVT=hw_cvt,
         PERM=v_perm is not None, ONES_ROWS=v_ones_rows, ONE_CODE=E4M3_ONE, FOLD=fold, GROUP=TOTALS_LOADS,
-        num_warps=QUANT_WARPS)
+        KEEP=keep_codes(q8.numel() + k8.numel() + v8t.numel(), dev), num_warps=QUANT_WARPS)
     return PreparedFP8(q8, k8, v8t, q_scale, k_scale, v_scale, k_mean, Sq, Skv, range_stats, v_perm, v_ones_rows)
 
 
