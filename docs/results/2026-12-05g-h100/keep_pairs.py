@@ -1,6 +1,7 @@
 """The package's rule (prepare.KEEP_CODES_IN_L2: codes kept in L2 where all fit) against the same
 call with it off, alternated in rounds in one process: the whole call from a CUDA graph of 20 calls,
-per shape and mode (B1), and each round's speed-up (off / on)."""
+per shape and mode (B1), and each round's speed-up (off / on). Optional: --prebuilt-dir DIR (the
+sm90 kernels from DIR instead of the package's linked shims)."""
 import os
 import sys
 
@@ -10,7 +11,11 @@ sys.path.insert(0, os.getcwd())
 sys.path.insert(0, os.path.join(os.getcwd(), "scripts"))
 import wan_fp4  # noqa: E402
 from profile_sm90_device import _graph_ms  # noqa: E402
+from wan_fp4.eval.bench_attention import use_prebuilt_dir  # noqa: E402
 from wan_fp4.kernels import prepare  # noqa: E402
+
+if sys.argv[1:2] == ["--prebuilt-dir"]:
+    use_prebuilt_dir(sys.argv[2])
 
 CASES = (("direct-p", 40, 1024, 1024, 128), ("direct-p", 40, 2048, 2048, 128), ("fp8", 40, 1024, 1024, 128),
          ("fp8", 40, 2048, 2048, 128), ("direct-p", 40, 2048, 2048, 64), ("direct-p", 12, 32760, 512, 128),

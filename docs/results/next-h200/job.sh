@@ -5,8 +5,9 @@
 # docs/results/2026-12-05d-h200/) and the pre-pass is deleted; `padding`, prepare_fp8 at one token,
 # ran the same day and is kept with its results (docs/results/2026-12-05e-h100/). The one-launch
 # pre-pass's jobs (measured and not kept), the statistics launch's shape sweep and `short_ncu` ran
-# the same day on H100s (docs/results/2026-12-05f-h100/, with those cases). Prepare on the CPU
-# first:
+# the same day on H100s (docs/results/2026-12-05f-h100/, with those cases). The codes kept in L2
+# (prepare.KEEP_CODES_IN_L2) were paired on H100s only (docs/results/2026-12-05g-h100/): `keep_l2`
+# pairs them on an H200. Prepare on the CPU first:
 #   ../shared/gpu/bundle.sh py && ../shared/gpu/bundle.sh dsl
 #   scripts/pack_sage2_source.sh /path/to/SageAttention    (commit d1a57a5)
 #   python3 scripts/build_prebuilt.py --only sm90 --out .device/sm90 --sm90-config '{"split_tail": true}' --sm90-head-dims 128 64
@@ -161,6 +162,10 @@ PY
     -o $OUT/pre1024 python3 /tmp/pre.py > $OUT/ncu_pre1024.txt 2>&1; echo "ncu rc=$?"
   ncu --import $OUT/pre1024.ncu-rep --page details > $OUT/pre1024_details.txt 2>&1
   grep -E "_kernel|Duration|Registers Per|Achieved Occupancy|Theoretical Occupancy|Warp Cycles Per Issued|DRAM Throughput|Local" $OUT/pre1024_details.txt | head -30
+  ;;
+keep_l2)
+  # the codes kept in L2 against the same calls with the rule off, paired, on the H200
+  timeout 400 python3 docs/results/2026-12-05g-h100/keep_pairs.py $P 2>&1 | tee $OUT/keep_pairs.txt
   ;;
 sweep)
   # the length sweep against the two peers its targets name, with room to finish (peers_b's sweep
