@@ -61,6 +61,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from wan_fp4.kernels import prepare, sm90  # noqa: E402
 from wan_fp4.kernels.sm90.layout import v_layout_args  # noqa: E402
+from wan_fp4.modes import TILE_M  # noqa: E402
 
 
 def _rand(b, s, h, d):
@@ -228,7 +229,7 @@ def waves(mode="direct-p", d=128, configs=({},), launches=20):
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     lengths = (128, 256, 512, 1024, 2048, 4096, 8192)
     for config in configs:
-        tile_m = 64 * sm90.default_config(mode, d, config)["n_wg"]  # query rows per CTA
+        tile_m = TILE_M  # query rows per CTA
         per_cta = []
         for s_kv in lengths:
             k, v = _rand(1, s_kv, 1, d), _rand(1, s_kv, 1, d)

@@ -91,50 +91,11 @@ def test_f16_bytes_p_path_is_one_ffma_half_an_f2fp_and_a_quarter_prmt_per_score(
     assert sum(base.values()) - sum(new.values()) == n * 64
 
 
-@pytest.mark.parametrize("head_dim", [128, 64])
-def test_three_warp_groups_fit_160_registers_with_the_default_p_path(head_dim):
-    """THREE_WG (docs/SM90_GEN2.md, plan item 2): 512 threads, the consumers at setmaxnreg 160 with
-    no spills, PV an SS wgmma (the same QGMMA shapes), shared memory within the SM's 227 KiB, and the
-    per-score arithmetic of two warp groups at the same fold of two tiles (the same counts of every
-    floating-point class per tile)."""
-    if importlib.util.find_spec("cutlass") is None:
-        pytest.skip("nvidia-cutlass-dsl is not installed")
-    if sp.find_cuobjdump() is None:
-        pytest.skip("no cuobjdump (CUDA toolkit or triton) to disassemble the cubin")
-    from wan_fp4.kernels.sm90 import THREE_WG
-
-    base = sp.profile("direct-p", head_dim, fold=2, intra=False, headroom=0)["loop"].steady_counts
-    prof = sp.profile("direct-p", head_dim, **THREE_WG)
-    loop, res = prof["loop"], prof["resources"]
-    assert prof["threads"] == 512 and res["reg"] <= 65536 // 512
-    assert any("DEALLOC" in s and s.endswith("0x18") for s in prof["setmaxnreg"])  # producer 24
-    assert any("ALLOC" in s and "DEALLOC" not in s and s.endswith("0xa0") for s in prof["setmaxnreg"])  # 160
-    assert 128 * 24 + 384 * 160 <= 65536
-    assert prof["spill_instrs"] == 0 and res["stack"] == 0 and res["local"] == 0
-    assert prof["max_register"] < 160
-    assert prof["tiles_per_iteration"] == 2  # a fold group of two key tiles per iteration
-    assert loop.tensor_ops == {"QGMMA.64x128x32.F32.E4M3.E4M3": 2 * head_dim // 32,
-                               f"QGMMA.64x{head_dim + 8}x32.F32.E4M3.E4M3": 2 * 4}
-    # Q of 192 rows, 2 stages of K and V^T (D + 8 rows), 3 warp groups x 2 P tiles of 64 x 128
-    need = 192 * head_dim + 2 * 128 * head_dim + 2 * (head_dim + 8) * 128 + 3 * 2 * 64 * 128
-    assert need <= prof["dynamic_smem"] and prof["dynamic_smem"] + res["shared_static"] <= 227 * 1024
-    for cls in ("FFMA.SAT", "FFMA", "FMUL", "FADD", "FMNMX", "SHFL", "MUFU.EX2", "PRMT"):
-        assert loop.steady_counts.get(cls, 0) == base.get(cls, 0), cls
-    # P stores: per tile 16 STS.32 per thread, at one base plus j * 1024 + hf * 128 (16-byte K chunk
-    # j of the K-major core-matrix layout, row half hf): the register A fragment's rows r, r + 8
-    sts = [i for i in prof["instrs"] if loop.start <= i.addr <= loop.end and i.base == "STS"]
-    assert len(sts) == 2 * 16 and all(i.op == "STS" for i in sts)
-    want = {1024 * j + 128 * hf for j in range(8) for hf in range(2)}
-    for tile in (sts[:16], sts[16:]):
-        offs = [int(m, 16) for m in (re.search(r"\+0x([0-9a-f]+)\]", i.args).group(1) for i in tile)]
-        assert {o - min(offs) for o in offs} == want
-
-
 def _schedule(instrs, lo=0, hi=None) -> str:
     """The consumer's synchronisation in program order, one letter each: S/A a 256-thread named
-    barrier wait/arrival (the turns; lower case when predicated), P a 128-thread barrier (p_smem's P
-    barrier; the last one, the epilogue's: the warp group's output rows in shared memory), W a
-    wgmma batch's fence, Q its wgmmas (one letter per run), D a wait for wgmma completion."""
+    barrier wait/arrival (the turns; lower case when predicated), P a 128-thread barrier (the
+    epilogue's: the warp group's output rows in shared memory), W a wgmma batch's fence, Q its
+    wgmmas (one letter per run), D a wait for wgmma completion."""
     out = []
     for i in instrs:
         if i.addr < lo or (hi is not None and i.addr > hi):
@@ -154,45 +115,8 @@ def _schedule(instrs, lo=0, hi=None) -> str:
 
 
 @pytest.mark.parametrize("pingpong", [1, 2])
-def test_three_warp_groups_take_turns_between_softmaxes(pingpong):
-    """THREE_WG with pingpong: a turn ends after each QK^T (a softmax follows it; the arrival after
-    issuing with pingpong=1, after completion with 2) and the next begins with a wait at the
-    256-thread barrier before the group's next product: QK(n + 1) alone, then PV(n), PV(n + 1) and
-    the next pair's QK together. The token goes in and the first turn begins before the loop; the
-    last turn ends, and the token comes out (group 0, predicated), after it. Nothing else changes:
-    the same floating-point work per tile, the same P stores, no spills under setmaxnreg 160."""
-    if importlib.util.find_spec("cutlass") is None:
-        pytest.skip("nvidia-cutlass-dsl is not installed")
-    if sp.find_cuobjdump() is None:
-        pytest.skip("no cuobjdump (CUDA toolkit or triton) to disassemble the cubin")
-    from wan_fp4.kernels.sm90 import THREE_WG
-
-    base = sp.profile("direct-p", 128, **THREE_WG)
-    prof = sp.profile("direct-p", 128, **THREE_WG, pingpong=pingpong)
-    loop, res = prof["loop"], prof["resources"]
-    assert prof["spill_instrs"] == 0 and res["stack"] == 0 and res["local"] == 0
-    assert prof["max_register"] < 160 and prof["setmaxnreg"] == base["setmaxnreg"]
-    assert any(s.endswith("0xa0") for s in prof["setmaxnreg"]) and any(s.endswith("0x18") for s in prof["setmaxnreg"])
-    qk = "WQAD" if pingpong == 1 else "WQDA"  # QK^T, then the hand-over
-    # per iteration: QK(n), QK(n + 1), the P barrier, PV(n), PV(n + 1)
-    assert _schedule(base["instrs"], loop.start, loop.end) == "WQDWQDPWQDWQD"
-    assert _schedule(prof["instrs"], loop.start, loop.end) == qk + "S" + qk + "P" + "SWQD" + "WQD"
-    # whole kernel: token in and first turn, the loop, the odd last tile (QK, PV), last turn ends,
-    # token out, the epilogue's barrier
-    loop_body = qk + "S" + qk + "PSWQDWQD"
-    assert _schedule(prof["instrs"]) == "aS" + loop_body + qk + "PSWQD" + "As" + "P"
-    fp = ("wgmma", "FFMA.SAT", "FFMA", "FMUL", "FADD", "FMNMX", "FSEL/FSETP", "MUFU.EX2", "F2F/F2FP/I2F",
-          "PRMT", "SHFL", "global/local mem")
-    for counts in ("steady_counts", "all_counts"):
-        old, new = getattr(base["loop"], counts), getattr(loop, counts)
-        for cls in fp:
-            assert new.get(cls, 0) == old.get(cls, 0), (counts, cls)
-        assert new["mbarrier/BAR"] - old["mbarrier/BAR"] == 2 * 2  # two turns per pair of tiles x (wait, arrive)
-
-
-@pytest.mark.parametrize("pingpong", [1, 2])
-def test_two_warp_groups_take_turns_by_the_same_ring(pingpong):
-    """The overlapped schedule's ping-pong uses the same ring: token in and the first turn, QK(0),
+def test_two_warp_groups_take_turns_by_a_ring(pingpong):
+    """The ping-pong's ring: token in and the first turn, QK(0),
     then one turn per step (PV(n) + QK(n + 1)), the last PV alone, its turn ended by end_turns, then
     the epilogue's barrier."""
     if importlib.util.find_spec("cutlass") is None:

@@ -18,6 +18,7 @@ pytest.importorskip("cutlass")
 
 from wan_fp4.kernels import sm90  # noqa: E402
 from wan_fp4.kernels.sm90.compile import compile_kernel, cubin_of, ptx_of  # noqa: E402
+from wan_fp4.kernels.sm90.config import N_WG  # noqa: E402
 from wan_fp4.kernels.sm90.layout import ONES_ROWS, SIGMA, key_permutation, sm90_v_layout  # noqa: E402
 from ptx_addressing import AddressAudit, global_accesses  # noqa: E402
 
@@ -196,7 +197,7 @@ def test_other_configs_compile(cfg):
 @pytest.mark.parametrize("mode", ["direct-p", "fp8"])
 @pytest.mark.parametrize("head_dim", [128, 64])
 def test_fold_4_compiles_for_both_modes_and_head_dims(mode, head_dim):
-    """fold=4 (the PV tile sum folded into FP32 every 512 keys) in the overlapped schedule, over
+    """fold=4 (the PV tile sum folded into FP32 every 512 keys), over
     each mode's default (fp8: intra): FP8 wgmma for sm_90a, no local memory in the PTX."""
     ptx = ptx_of(compile_kernel(mode, head_dim, fold=4, options=KEEP))
     assert ".target sm_90a" in ptx
@@ -205,20 +206,13 @@ def test_fold_4_compiles_for_both_modes_and_head_dims(mode, head_dim):
     assert not re.search(r"\b(ld|st)\.local", ptx), "register spills to local memory"
 
 
-def test_fold_is_1_2_or_4_and_4_needs_the_overlapped_schedule():
+def test_fold_is_1_2_or_4():
     from wan_fp4.kernels.sm90.kernel import Sm90Attention
 
     assert Sm90Attention("direct-p", 128, fold=4).fold == 4
     assert Sm90Attention("fp8", 128, fold=4, intra=True).fold == 4
     with pytest.raises(ValueError, match="fold must be 1, 2 or 4, got 3"):
         Sm90Attention("direct-p", 128, fold=3)
-    with pytest.raises(ValueError, match="fold=4 .*need overlap=True"):
-        Sm90Attention("direct-p", 128, fold=4, overlap=False)
-    # p_smem's P buffers are fold * n_wg tiles of shared memory: fold 1 or 2 only
-    with pytest.raises(ValueError, match="fold must be 1 or 2 with p_smem.*got fold=4"):
-        Sm90Attention("direct-p", 128, **{**sm90.THREE_WG, "fold": 4})
-    with pytest.raises(ValueError, match="fold must be 1 or 2 with p_smem.*got fold=4"):
-        Sm90Attention("direct-p", 128, **{**sm90.THREE_WG, "n_wg": 2, "fold": 4})
 
 
 _SCHEDULE_TRACE = """
@@ -249,8 +243,8 @@ print("OK")
 
 
 @pytest.mark.parametrize("fold", [1, 2, 4])
-def test_overlapped_schedule_visits_every_tile_once_with_its_fold_flags(fold):
-    """The overlapped schedule's steps, traced with Python ints (the kernel's own tail and
+def test_schedule_visits_every_tile_once_with_its_fold_flags(fold):
+    """The schedule's steps, traced with Python ints (the kernel's own tail and
     fold_flags; the loop's groups of G = max(fold, 2) steps as consume runs them): every key tile
     once and in order, a next K tile for all but the last, acc_t zeroed by the first tile of each
     fold group (n % fold == 0), folded into acc_o after the group's last tile or the very last.
@@ -274,86 +268,34 @@ def test_f16_bytes_compiles_to_the_relu_f16_conversion_and_is_direct_p_only():
     assert sm90.applies("fp8", {"f16_bytes": False, "fold": 1})
 
 
-_PV_A = r"wgmma\.mma_async\.sync\.aligned\.m64n136k32\.f32\.e4m3\.e4m3 \{[^}]*\}, (\{[^}]*\}|%rd\d+), %rd\d+"
-
-
-def test_three_warp_groups_read_p_from_shared_memory():
-    """THREE_WG: consumers at setmaxnreg 160 (producer 24); PV's A operand is a shared-memory
-    descriptor where the default passes four registers; each warp group publishes its P stores to
-    the tensor core by fence.proxy.async and a 128-thread named barrier; either P-byte path."""
-    ptx = ptx_of(compile_kernel("direct-p", 128, **sm90.THREE_WG, f16_bytes=False, options=KEEP))
-    assert re.search(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+160\b", ptx)
-    assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+24\b", ptx)
-    pv = re.findall(_PV_A, ptx)
-    assert pv and all(a.startswith("%rd") for a in pv)
-    default = re.findall(_PV_A, ptx_of(compile_kernel("direct-p", 128, options=KEEP)))
-    assert default and all(a.startswith("{") for a in default)
-    assert "fence.proxy.async.shared::cta" in ptx and re.search(r"\bbar\.sync\s+%r\d+, 128;", ptx)
-    assert "fma.rn.sat.f32" in ptx and not re.search(r"\b(ld|st)\.local", ptx)
-    f16 = ptx_of(compile_kernel("direct-p", 64, **sm90.THREE_WG, f16_bytes=True, options=KEEP))
-    assert "cvt.rn.relu.f16x2.f32" in f16 and "m64n72k32" in f16
-
-
 _BAR = r"\bbar(?:rier)?(?:\.cta)?\.(sync|arrive)\s+(%r\d+|\d+)(?:, (\d+))?;"
 
 
 @pytest.mark.parametrize("pingpong", [1, 2])
-def test_three_warp_groups_take_turns(pingpong):
-    """THREE_WG with pingpong: still setmaxnreg 160/24 and no spills; the turns are 256-thread named
-    barriers (a warp group's 128 threads wait with bar.sync, its predecessor's 128 arrive), the token
-    enters at group 0's barrier TURN_BARRIER, and the ids stay clear of the 128-thread P barriers
-    (P_BARRIER + group, up to three groups) and of barrier 0 (__syncthreads)."""
-    from wan_fp4.kernels.sm90.kernel import P_BARRIER, TURN_BARRIER
+def test_warp_groups_take_turns_at_256_thread_barriers(pingpong):
+    """pingpong: the turns are 256-thread named barriers (a warp group's 128 threads wait with
+    bar.sync, the other's 128 arrive), the token enters at group 0's barrier TURN_BARRIER, and the
+    ids stay clear of the epilogue's 128-thread barriers (O_BARRIER + group) and of barrier 0
+    (__syncthreads); setmaxnreg 240/24 and no spills either way. Without pingpong, no 256-thread
+    barrier."""
+    from wan_fp4.kernels.sm90.kernel import CONSUMER_REGS, N_WG, O_BARRIER, PRODUCER_REGS, TURN_BARRIER
 
-    assert P_BARRIER >= 1 and TURN_BARRIER >= P_BARRIER + 3 and TURN_BARRIER + 3 <= 16
-    ptx = ptx_of(compile_kernel("direct-p", 128, **sm90.THREE_WG, pingpong=pingpong, options=KEEP))
-    assert re.search(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+160\b", ptx)
-    assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+24\b", ptx)
+    assert TURN_BARRIER >= 1 and O_BARRIER >= TURN_BARRIER + N_WG and O_BARRIER + N_WG <= 16
+    assert 128 * PRODUCER_REGS + 128 * N_WG * CONSUMER_REGS <= 65536
+    ptx = ptx_of(compile_kernel("fp8", 64, pingpong=pingpong, options=KEEP))
+    assert re.search(rf"setmaxnreg\.inc\.sync\.aligned\.u32\s+{CONSUMER_REGS}\b", ptx)
+    assert re.search(rf"setmaxnreg\.dec\.sync\.aligned\.u32\s+{PRODUCER_REGS}\b", ptx)
     assert not re.search(r"\b(ld|st)\.local", ptx)
     bars = set(re.findall(_BAR, ptx))
     assert ("arrive", str(TURN_BARRIER), "256") in bars  # the token goes in
     assert {kind for kind, bid, n in bars if n == "256" and bid.startswith("%r")} == {"sync", "arrive"}
-    assert any(kind == "sync" and n == "128" for kind, bid, n in bars)  # p_ready
-    assert {n for _, _, n in bars} == {"", "128", "256"}  # "": bar.sync 0
-    plain = set(re.findall(_BAR, ptx_of(compile_kernel("direct-p", 128, **sm90.THREE_WG, options=KEEP))))
+    assert {n for _, _, n in bars} <= {"", "128", "256"}  # "": bar.sync 0
+    plain = set(re.findall(_BAR, ptx_of(compile_kernel("fp8", 64, pingpong=0, options=KEEP))))
     assert not any(n == "256" for _, _, n in plain)
-    # the ring also closes over two warp groups of the serial schedule
-    two = ptx_of(compile_kernel("direct-p", 128, **{**sm90.THREE_WG, "n_wg": 2}, pingpong=pingpong, options=KEEP))
-    assert ("arrive", str(TURN_BARRIER), "256") in set(re.findall(_BAR, two))
-
-
-def test_three_warp_groups_refuse_what_they_cannot_run():
     from wan_fp4.kernels.sm90.kernel import Sm90Attention
 
-    with pytest.raises(ValueError, match="n_wg=3 needs p_smem=True"):
-        Sm90Attention("direct-p", 128, n_wg=3, overlap=False)
-    with pytest.raises(ValueError, match="p_smem .*needs overlap=False"):
-        Sm90Attention("direct-p", 128, n_wg=3, p_smem=True)
-    with pytest.raises(ValueError, match="p_smem .*needs overlap=False"):
-        Sm90Attention("direct-p", 128, n_wg=3, p_smem=True, overlap=False, intra=True)
-    with pytest.raises(ValueError, match="p_smem applies to mode 'direct-p' only"):
-        Sm90Attention("fp8", 128, n_wg=3, p_smem=True, overlap=False)
-    with pytest.raises(ValueError, match="n_wg must be 1, 2 or 3"):
-        Sm90Attention("direct-p", 128, n_wg=4, p_smem=True, overlap=False)
-    # turn-taking: in the overlapped schedule with two warp groups or in p_smem's serial one
-    with pytest.raises(ValueError, match="pingpong=1 takes turns .* got n_wg=3 overlap=False p_smem=False"):
-        Sm90Attention("direct-p", 128, n_wg=3, overlap=False, pingpong=1)
-    with pytest.raises(ValueError, match="pingpong=2 takes turns .* got n_wg=3 overlap=True p_smem=False"):
-        Sm90Attention("direct-p", 128, n_wg=3, pingpong=2)
-    with pytest.raises(ValueError, match="pingpong=1 takes turns .* got n_wg=2 overlap=False"):
-        Sm90Attention("direct-p", 128, overlap=False, pingpong=1)
-    with pytest.raises(ValueError, match="pingpong=1 needs two or three consumer warp groups"):
-        Sm90Attention("direct-p", 128, n_wg=1, pingpong=1)
-    with pytest.raises(ValueError, match="p_smem .*needs overlap=False"):
-        Sm90Attention("direct-p", 128, n_wg=3, p_smem=True, pingpong=1)
-    with pytest.raises(ValueError, match="pingpong=1 with p_smem needs stages >= fold"):
-        Sm90Attention("direct-p", 128, **{**sm90.THREE_WG, "stages": 1}, pingpong=1)
     with pytest.raises(ValueError, match="pingpong must be 0, 1 or 2"):
-        Sm90Attention("direct-p", 128, **sm90.THREE_WG, pingpong=3)
-    assert Sm90Attention("direct-p", 128, **sm90.THREE_WG, pingpong=2).pingpong == 2
-    assert Sm90Attention("direct-p", 128, **sm90.THREE_WG).consumer_regs == 160
-    assert Sm90Attention("direct-p", 128).consumer_regs == 240  # the default's split, unchanged
-    assert sm90.applies("direct-p", sm90.THREE_WG) and not sm90.applies("fp8", sm90.THREE_WG)
+        Sm90Attention("direct-p", 128, pingpong=3)
 
 
 _TMA = re.compile(r"cp\.async\.bulk\.tensor\.\S+ \[[^\]]*\], \[(%rd\d+),")
@@ -375,7 +317,7 @@ def test_cluster_2_multicasts_k_and_v_but_not_q(mode, head_dim):
     loads = _tma_loads(ptx)
     q = {desc for mc, desc in loads if not mc}
     kv = [desc for mc, desc in loads if mc]
-    assert len(q) == 1 and sum(not mc for mc, _ in loads) == sm90.DEFAULT_CONFIG["n_wg"]
+    assert len(q) == 1 and sum(not mc for mc, _ in loads) == N_WG
     assert len(kv) == 2 and len(set(kv)) == 2 and not q & set(kv)
     assert all("shared::cluster" in line for line in ptx.splitlines() if ".multicast::cluster" in line)
     assert "mbarrier.arrive.shared::cluster.b64" in ptx and "mapa.shared::cluster" in ptx
@@ -407,16 +349,13 @@ def test_cluster_1_has_no_cluster_code():
 
 
 def test_cluster_options_and_refusals():
-    """cluster is 1 (default) or 2, in every schedule (the overlapped default, THREE_WG's serial
-    one with pingpong); anything else is refused by name."""
+    """cluster is 1 (default) or 2; anything else is refused by name."""
     from wan_fp4.kernels.sm90.kernel import Sm90Attention
 
     assert sm90.DEFAULT_CONFIG["cluster"] == 1
     for bad in (0, 3, 4):
         with pytest.raises(ValueError, match=f"cluster must be 1 or 2, got {bad}"):
             Sm90Attention("direct-p", 128, cluster=bad)
-    ptx = ptx_of(compile_kernel("direct-p", 128, **sm90.THREE_WG, pingpong=1, cluster=2, options=KEEP))
-    assert sum(mc for mc, _ in _tma_loads(ptx)) == 2 and not re.search(r"\b(ld|st)\.local", ptx)
 
 
 def test_prebuilt_names_carry_the_options_that_differ_from_the_mode_default():
@@ -438,10 +377,8 @@ def test_prebuilt_names_carry_the_options_that_differ_from_the_mode_default():
     assert aot.kernel_name("direct-p", 128, {"f16_bytes": True}) == "wanfp4_sm90_directp_d128"
     assert (aot.kernel_name("direct-p", 128, {"f16_bytes": False, "headroom": 0})
             == "wanfp4_sm90_directp_d128_f16_bytes0_headroom0")
-    assert (aot.kernel_name("direct-p", 128, sm90.THREE_WG)
-            == "wanfp4_sm90_directp_d128_fold2_headroom0_intra0_n_wg3_overlap0_p_smem1")
-    assert (aot.kernel_name("direct-p", 128, {**sm90.THREE_WG, "pingpong": 1})
-            == "wanfp4_sm90_directp_d128_fold2_headroom0_intra0_n_wg3_overlap0_p_smem1_pingpong1")
+    assert (aot.kernel_name("direct-p", 128, {"fold": 2, "intra": False, "pingpong": 1})
+            == "wanfp4_sm90_directp_d128_fold2_intra0_pingpong1")
     assert aot.kernel_name("direct-p", 128, {"cluster": 2}) == "wanfp4_sm90_directp_d128_cluster2"
     assert aot.kernel_name("fp8", 64, {"cluster": 1}) == "wanfp4_sm90_fp8_d64"
 
@@ -730,27 +667,27 @@ def test_a_shim_of_another_signature_is_refused(monkeypatch, tmp_path):
 
 def test_build_prebuilt_makes_each_variant_at_each_head_dim_in_the_modes_it_applies_to():
     """scripts/build_prebuilt.py --sm90-config C --sm90-head-dims 128 64: one kernel per (mode, D)
-    the config applies to (THREE_WG's p_smem is direct-p's only), named as the loader looks it up."""
+    the config applies to (f16_bytes is direct-p's only), named as the loader looks it up."""
     import importlib.util
 
     path = Path(__file__).resolve().parent.parent / "scripts" / "build_prebuilt.py"
     spec = importlib.util.spec_from_file_location("build_prebuilt", path)
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    names = [e[0] for e in script.sm90_variant_entries([{"cluster": 2}, sm90.THREE_WG], (128, 64))]
-    three = "_fold2_headroom0_intra0_n_wg3_overlap0_p_smem1"
+    p8 = {"f16_bytes": False, "headroom": 0}
+    names = [e[0] for e in script.sm90_variant_entries([{"cluster": 2}, p8], (128, 64))]
     # fp8 at D128 runs cluster 2 by default (HEAD_DIM_CONFIG): that kernel is the default's
     assert names == ["wanfp4_sm90_directp_d128_cluster2",
                      "wanfp4_sm90_directp_d64_cluster2", "wanfp4_sm90_fp8_d64_cluster2",
-                     "wanfp4_sm90_directp_d128" + three, "wanfp4_sm90_directp_d64" + three]
+                     "wanfp4_sm90_directp_d128_f16_bytes0_headroom0", "wanfp4_sm90_directp_d64_f16_bytes0_headroom0"]
     assert [e[0] for e in script.sm90_variant_entries([{"stages": 3}])] == [
         "wanfp4_sm90_directp_d128_stages3", "wanfp4_sm90_fp8_d128_stages3"]
 
 
 def test_headroom_option_checks_with_hmnmx2_and_a_vote_and_is_refused_where_it_does_not_apply():
     """headroom=C (codes; direct-p's default is DIRECT_P_HEADROOM): the pack's f16x2 words feed
-    max.f16x2, one warp vote decides the reference move; refused for fp8, without f16_bytes or
-    overlap, with p_smem, or out of range."""
+    max.f16x2, one warp vote decides the reference move; refused for fp8, without f16_bytes, or
+    out of range."""
     from wan_fp4.kernels.sm90 import aot
     from wan_fp4.kernels.sm90.kernel import Sm90Attention
     from wan_fp4.modes import DIRECT_P_HEADROOM
@@ -765,20 +702,10 @@ def test_headroom_option_checks_with_hmnmx2_and_a_vote_and_is_refused_where_it_d
     assert aot.kernel_name("direct-p", 128, {"headroom": 0}) == "wanfp4_sm90_directp_d128_headroom0"
     assert not sm90.applies("fp8", {"headroom": 24}) and sm90.applies("direct-p", {"headroom": 24})
     for bad, match in [(dict(mode="fp8", headroom=8), "headroom needs"), (dict(f16_bytes=False, headroom=8), "headroom needs"),
-                       (dict(headroom=8, overlap=False, fold=1, intra=False), "headroom needs"),
                        (dict(headroom=65), "headroom must be"), (dict(headroom=True), "headroom must be")]:
         kw = {"mode": "direct-p", "f16_bytes": True, **bad}
         with pytest.raises(ValueError, match=match):
             Sm90Attention(kw.pop("mode"), 128, **kw)
-
-
-def test_split_tail_is_refused_outside_the_overlapped_two_group_schedule():
-    from wan_fp4.kernels.sm90.kernel import Sm90Attention
-
-    assert sm90.DEFAULT_CONFIG["split_tail"] is False
-    for bad in (dict(sm90.THREE_WG), {"overlap": False, "fold": 1, "intra": False, "headroom": 0}, {"n_wg": 1}):
-        with pytest.raises(ValueError, match="split_tail needs the overlapped schedule"):
-            Sm90Attention("direct-p", 128, **{**sm90.default_config("direct-p", 128), **bad, "split_tail": True})
 
 
 @pytest.mark.parametrize("mode", ["direct-p", "fp8"])

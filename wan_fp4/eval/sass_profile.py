@@ -178,6 +178,7 @@ def dynamic_smem_bytes(compiled) -> int | None:
 def profile(mode: str, head_dim: int, exe: str | None = None, **config) -> dict:
     """Compile the sm90 kernel for (mode, D, config) on the CPU and profile it statically."""
     from ..kernels.sm90 import default_config
+    from ..kernels.sm90.config import N_WG
     from ..kernels.sm90.compile import compile_kernel, cubin_of
 
     exe = exe or find_cuobjdump()
@@ -192,7 +193,7 @@ def profile(mode: str, head_dim: int, exe: str | None = None, **config) -> dict:
         shutil.rmtree(dump, ignore_errors=True)
     instrs = parse_sass(_cuobjdump(cubin, "-sass", exe))
     loop = main_loop(instrs)
-    threads = 128 * (cfg["n_wg"] + 1)
+    threads = 128 * (N_WG + 1)
     return {
         "mode": mode, "head_dim": head_dim, "config": cfg, "threads": threads,
         "resources": resources(_cuobjdump(cubin, "-res-usage", exe)),

@@ -17,7 +17,7 @@ from functools import lru_cache
 import torch
 
 from ..registry import KernelSpec
-from .config import (DEFAULT_CONFIG, HEAD_DIM_CONFIG, MODE_CONFIG, MODE_ONLY, THREE_WG, applies,  # noqa: F401
+from .config import (DEFAULT_CONFIG, HEAD_DIM_CONFIG, MODE_CONFIG, MODE_ONLY, applies,  # noqa: F401
                      default_config, launch_configs)  # the family's options
 from .host import launch, lse_shift, run  # noqa: F401 - the host side, for scripts and the spec
 

@@ -1,15 +1,18 @@
 """The sm90 kernel's launch options: the defaults every launch and every prebuilt kernel uses."""
 from __future__ import annotations
 
-from ...modes import DIRECT_P_HEADROOM
+from ...modes import DIRECT_P_HEADROOM, TILE_M
+
+# The CTA's shape, the same for every config: a producer warp group and N_WG consumer warp groups of
+# 64 query rows each (a query tile of modes.TILE_M rows)
+N_WG = TILE_M // 64
 
 # Chosen by measurement (BENCHMARKS.md): the PV tile is folded into FP32 every four key tiles
 # (512 keys: half the fold FFMAs of every two), and each warp group issues QK(n+1) before PV(n)
 # (intra, FA3's intra-warp-group order); together 2-4% faster for direct-p and 5-6% for fp8 at the
 # Wan shapes, with the error against exact attention unchanged.
-DEFAULT_CONFIG = {"n_wg": 2, "stages": 2, "overlap": True, "fold": 4, "intra": True, "f16_bytes": False,
-                  "p_smem": False, "cluster": 1, "headroom": 0, "pingpong": 0,
-                  "sum_tree": False, "split_tail": False}
+DEFAULT_CONFIG = {"stages": 2, "fold": 4, "intra": True, "f16_bytes": False, "cluster": 1, "headroom": 0,
+                  "pingpong": 0, "sum_tree": False, "split_tail": False}
 # Per-mode changes: direct-p makes its P bytes through f16 (1.75 instead of 2.75 instructions per
 # score; docs/SM90_GEN2.md item 1), bit-identical and 4-5% faster at the Wan shapes; and its codes
 # with the row reference held (headroom, item 12: no row max per tile; 0 = the running max).
@@ -29,12 +32,7 @@ HEAD_DIM_CONFIG = {("fp8", 128): {"sum_tree": True, "cluster": 2, "split_tail": 
                    ("fp8", 64): {"split_tail": True}}
 # Options only one mode has (the kernel refuses them in the other): a config list meant for both
 # modes (wan-fp4 check --configs, build_prebuilt.py --sm90-config, the benches) skips the other.
-MODE_ONLY = {"f16_bytes": "direct-p", "p_smem": "direct-p", "headroom": "direct-p", "sum_tree": "fp8"}
-# Three consumer warp groups (192 query rows per CTA, 160 registers each), P staged through shared
-# memory, each warp group's tiles in series (docs/SM90_GEN2.md, plan item 2): options over the default
-# (its serial schedule folds every two tiles and has no intra overlap). The headroom rule needs the
-# overlapped schedule's P in registers, so this one runs the running max (checked against it).
-THREE_WG = {"n_wg": 3, "p_smem": True, "overlap": False, "fold": 2, "intra": False, "headroom": 0}
+MODE_ONLY = {"f16_bytes": "direct-p", "headroom": "direct-p", "sum_tree": "fp8"}
 
 
 def default_config(mode: str, head_dim: int, config: dict | None = None) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from .aot import PREBUILT, default_config, kernel_name
+from .config import N_WG
 
 
 def run(q, k, v, mode, scale=None, fp4=None, return_lse=False, *, config=None, prebuilt=None):
@@ -81,8 +82,8 @@ def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, 
             split, segments = p.split, p.segments
             # zero for this call alone: a buffer kept between calls would be shared by graphs
             # captured on one stream and replayed concurrently on others (one memset per call)
-            tickets = torch.zeros(split * cfg["n_wg"], dtype=torch.int32, device=ops.q8.device)
-            part = torch.empty(split_workspace(p, head_dim, mode, cfg["n_wg"]), dtype=torch.float32,
+            tickets = torch.zeros(split * N_WG, dtype=torch.int32, device=ops.q8.device)
+            part = torch.empty(split_workspace(p, head_dim, mode), dtype=torch.float32,
                                device=ops.q8.device)
         else:
             # nothing to split: the kernel without the option (the same bits, and no decode)
@@ -101,11 +102,11 @@ def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, 
     return out, lse
 
 
-def split_workspace(p, head_dim: int, mode: str, n_wg: int = 2) -> int:
+def split_workspace(p, head_dim: int, mode: str) -> int:
     """FP32 words of split_tail's partial states for plan p: per split tile, segment and consumer
     warp group, each thread's output accumulator (D / 2 values, direct-p's ones column included),
     row references and sums (2 + 2)."""
     from .layout import v_layout_args
 
     dv = head_dim + v_layout_args(mode)["v_ones_rows"]
-    return p.split * p.segments * n_wg * 128 * (dv // 2 + 4)
+    return p.split * p.segments * N_WG * 128 * (dv // 2 + 4)

@@ -3,7 +3,7 @@
 Structure (docs/ARCHITECTURE.md, "Kernel families"): one CTA per (128-query tile, head, batch);
 warp group 0 is the producer (one warp issues TMA for Q, K and the K-major V^T; with cluster=2,
 CTA pairs along the query tiles share each K and V^T load by TMA multicast), warp groups
-1..n_wg are consumers, each owning 64 query rows. Per 128-key tile a consumer does
+1 and 2 are consumers, each owning 64 query rows. Per 128-key tile a consumer does
     S = Q K^T                (FP8 wgmma m64n128k32 e4m3, smem x smem)
     qk = sq * sk * c         (one scalar per tile: scale blocks are 128 wide)
     online max on raw S (m = fl(max S * qk)); alpha = 2^(m_old - m_new) only where it moved
@@ -20,11 +20,8 @@ CTA pairs along the query tiles share each K and V^T load by TMA multicast), war
 and the epilogue writes O = acc * sv / l as BF16 into (B, S, H, D), staged through shared memory so
 that whole rows leave in 16-byte stores.
 
-p_smem (with n_wg=3: 192 query rows, 160 registers per consumer thread; docs/SM90_GEN2.md): P goes
-to shared memory and the PV wgmma reads it there (SS), and each warp group runs its fold group of
-tiles in series while the other warp groups' products keep the tensor core busy. With pingpong the
-warp groups take turns, round robin, to issue each product (see wait_my_turn), so that they cannot
-fall into phase.
+With pingpong the two warp groups take turns to issue their products (see wait_my_turn), so that
+they cannot fall into phase.
 
 Layout trick (no register shuffles): the wgmma accumulator gives a thread S columns
 {8j + 2t, 8j + 2t + 1} while the register A operand wants {4t..4t+3, 16+4t..16+4t+3} per 32-key
@@ -46,7 +43,8 @@ import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass import Float32, Int32, const_expr
 from cutlass.cute.nvgpu import cpasync, warpgroup
 
-from ...modes import DIRECT_P_ONE, DIRECT_P_SLOPE, DIRECT_P_TOP, LN2, LOG2_P_SCALE, TILE_N
+from ...modes import DIRECT_P_ONE, DIRECT_P_SLOPE, DIRECT_P_TOP, LN2, LOG2_P_SCALE, TILE_M, TILE_N
+from .config import N_WG
 from .ptx import (add_f16x2, cta_index_x_again, cvt_bf16x2, cvt_f16x2_relu, ex2_approx, f16x2_max_f32,
                   f16x2_splat, fma_f32, fma_sat_f32, lg2_approx, low_bytes_of_halves, max_f16x2, mul_f32,
                   pack_e4m3x4, pack_f16_low_bytes, pack_low_bytes)
@@ -57,15 +55,13 @@ WG_M = 64  # query rows per consumer warp group
 SAT_SPAN = 128.0  # FFMA.SAT clamps to [0, 1]: t is computed divided by this, so [0, 1] holds t in [0, 128]
 MAGIC_S = 1.5 * 2.0**16  # added to t/128 in [0, 1], rounds t to an integer (rne) in the low mantissa bits
 F16_UNIT = 2.0**-24  # the f16 subnormal step: cvt to f16 of t * F16_UNIT rounds t to an integer (f16_bytes)
-REGISTER_FILE = 65536  # 32-bit registers per SM; one CTA per SM
+CONSUMER_REGS = 240  # setmaxnreg of the consumer warp groups
 PRODUCER_REGS = 24  # setmaxnreg of the producer warp group (it only issues TMA)
-# Named barriers (0 is __syncthreads): P_BARRIER + k publishes consumer warp group k's P stores to
-# its own wgmma (p_smem); TURN_BARRIER + k is warp group k's turn to issue (pingpong); O_BARRIER + k
-# publishes its output rows in shared memory to its own threads (the epilogue). Three consumer warp
-# groups at most, so the ranges never meet.
-P_BARRIER = 1
-TURN_BARRIER = P_BARRIER + 3
-O_BARRIER = TURN_BARRIER + 3
+# Named barriers (0 is __syncthreads): TURN_BARRIER + k is consumer warp group k's turn to issue
+# (pingpong); O_BARRIER + k publishes its output rows in shared memory to its own threads (the
+# epilogue). The IDs are those the prebuilt objects were built with.
+TURN_BARRIER = 4
+O_BARRIER = 7
 # The epilogue stages a warp group's 64 x D BF16 output rows in shared memory, 16 bytes of padding
 # after each row: a warp's 32-bit stores of its accumulator layout (8 rows x 4 words) and its
 # 16-byte loads of whole rows then each meet 32 different banks.
@@ -102,57 +98,27 @@ class Regs(NamedTuple):
     acc_o: cute.Tensor  # FP32 output accumulator
     r_p: cute.Tensor  # P bytes: the PV wgmma's A operand
     r_p32: cute.Tensor  # r_p as Int32 words ((1,2,2),1,4): (row half, k half, k32 block)
-    tSrQ: cute.Tensor  # Q fragments (MMA, 1, KB, n_wg)
+    tSrQ: cute.Tensor  # Q fragments (MMA, 1, KB, N_WG)
     tSrK: cute.Tensor  # K fragments (MMA, 1, KB, stages)
     tOrV: cute.Tensor  # V^T fragments (MMA, 1, KB, stages)
     m_run: cute.Tensor  # running row max, log2 units (two row halves)
     l_run: cute.Tensor  # fp8 only: running sum of p (direct-p: acc column D)
     alpha_r: cute.Tensor  # the last softmax's rescale per row half
     alpha_p: cute.Tensor  # rescale acc_o still owes (since the last fold)
-    tPsP: cute.Tensor = None  # p_smem: this thread's P bytes in the P buffers (MMA, 1, KB, buffers)
-    tOrP: cute.Tensor = None  # p_smem: the PV wgmma's A operand in shared memory (MMA, 1, KB, buffers)
 
 
 class Sm90Attention:
-    def __init__(self, mode: str, head_dim: int, n_wg: int = 2, stages: int = 2, overlap: bool = True,
-                 pingpong: int = 0, fold: int = 1, intra: bool = False, f16_bytes: bool = False,
-                 p_smem: bool = False, cluster: int = 1, headroom: int = 0, sum_tree: bool = False,
-                 split_tail: bool = False):
+    def __init__(self, mode: str, head_dim: int, stages: int = 2, pingpong: int = 0, fold: int = 1,
+                 intra: bool = False, f16_bytes: bool = False, cluster: int = 1, headroom: int = 0,
+                 sum_tree: bool = False, split_tail: bool = False):
         if mode not in ("direct-p", "fp8"):
             raise ValueError(f"mode must be 'direct-p' or 'fp8', got {mode!r}")
         if head_dim not in (64, 128):
             raise ValueError(f"head_dim must be 64 or 128, got {head_dim}")
-        if n_wg not in (1, 2, 3):
-            raise ValueError(f"n_wg must be 1, 2 or 3, got {n_wg}")
         # pingpong: 0 off, 1 hand over after issuing, 2 hand over when the products are done
         # (turn-taking: see wait_my_turn)
         if int(pingpong) not in (0, 1, 2):
             raise ValueError(f"pingpong must be 0, 1 or 2, got {pingpong!r}")
-        if pingpong and n_wg == 1:
-            raise ValueError(f"pingpong={pingpong} needs two or three consumer warp groups, got n_wg=1")
-        if pingpong and p_smem and stages < fold:
-            raise ValueError(f"pingpong={pingpong} with p_smem needs stages >= fold (a turn holds a fold "
-                             f"group's PV products and the next QK; see wait_my_turn), got stages={stages} fold={fold}")
-        if pingpong and not p_smem and (n_wg != 2 or not overlap):
-            raise ValueError(f"pingpong={pingpong} takes turns either in the overlapped schedule (n_wg=2, "
-                             "overlap=True) or in p_smem's serial one (p_smem=True, overlap=False), got "
-                             f"n_wg={n_wg} overlap={overlap} p_smem={p_smem}")
-        # p_smem: P goes to shared memory and the PV product reads it there (SS wgmma), so no P
-        # registers are live during PV; each warp group runs its `fold` key tiles serially (QK and
-        # softmax of each, then their PV products), and the other warp groups keep the tensor core
-        # busy meanwhile. Three warp groups fit the register file only this way (about 160 each).
-        if n_wg == 3 and not p_smem:
-            raise ValueError("n_wg=3 needs p_smem=True (three warp groups get 160 registers each, "
-                             "too few for P in registers)")
-        if p_smem and mode != "direct-p":
-            raise ValueError(f"p_smem applies to mode 'direct-p' only, got mode {mode!r} (fp8 spills at the "
-                             "160 registers of n_wg=3)")
-        if p_smem and (overlap or intra):
-            raise ValueError("p_smem runs each warp group's tiles serially: it needs overlap=False "
-                             f"and no intra, got overlap={overlap} intra={intra}")
-        if p_smem and fold not in (1, 2):
-            raise ValueError(f"fold must be 1 or 2 with p_smem (its shared memory holds fold * n_wg P "
-                             f"tiles), got fold={fold}")
         # cluster: CTAs per cluster along the query tiles; they share each K and V^T stage: one
         # CTA loads the whole tile by TMA multicast into every CTA's shared memory (1/cluster of
         # the L2 -> SM traffic of K and V), and a stage is reused only after the consumers of all
@@ -166,9 +132,8 @@ class Sm90Attention:
         # references, from the code words it holds.
         if isinstance(headroom, bool) or not isinstance(headroom, int) or not 0 <= headroom <= 64:
             raise ValueError(f"headroom must be an int of codes in [0, 64], got {headroom!r}")
-        if headroom and not (mode == "direct-p" and f16_bytes and overlap and not p_smem):
-            raise ValueError(f"headroom needs mode 'direct-p' with f16_bytes, overlap and no p_smem, got mode "
-                             f"{mode!r} f16_bytes={f16_bytes} overlap={overlap} p_smem={p_smem}")
+        if headroom and not (mode == "direct-p" and f16_bytes):
+            raise ValueError(f"headroom needs mode 'direct-p' with f16_bytes, got mode {mode!r} f16_bytes={f16_bytes}")
         self.headroom = int(headroom)
         self.mode = mode
         self.cluster = int(cluster)
@@ -176,22 +141,16 @@ class Sm90Attention:
         self.d = head_dim
         # direct-p appends 8 rows to V^T (row D = ones: the denominator column).
         self.dv = head_dim + 8 if self.direct else head_dim
-        self.n_wg = n_wg
-        self.tile_m = WG_M * n_wg
         self.stages = stages
-        self.overlap = overlap
         self.pingpong = int(pingpong)
         if fold not in (1, 2, 4):
             raise ValueError(f"fold must be 1, 2 or 4, got {fold}")
-        if ((fold != 1 and not p_smem) or intra) and not overlap:
-            raise ValueError(f"fold={fold} (without p_smem) and intra need overlap=True, got "
-                             f"fold={fold} intra={intra} overlap={overlap}")
         # fold: key tiles per zero-initialised PV accumulator before it is added into the FP32
         # output (2 = 256 keys, 4 = 512: half the promote FFMAs per tile, and 4 tiles summed at
         # the wgmma accumulator's precision); intra: FA3's order, QK(n+1) issued before PV(n)
         # (see step).
         self.fold = fold
-        # the overlapped schedule's steps per loop iteration: a fold group, and at least a pair
+        # the schedule's steps per loop iteration: a fold group, and at least a pair
         self.group = max(fold, 2)
         self.intra = intra
         # f16_bytes: direct-p's P bytes by FFMA + cvt.rn.relu.f16x2 + PRMT (1.75 instructions per
@@ -203,17 +162,10 @@ class Sm90Attention:
             raise ValueError(f"sum_tree applies to mode 'fp8' only, got mode {mode!r}")
         self.sum_tree = bool(sum_tree)  # fp8's row sum per tile as a balanced tree, not a chain
         # split_tail: the last partial wave's query tiles split along the keys (split.py), each
-        # segment a CTA; the overlapped schedule's 128-row tiles only (the reference's query tile)
-        if split_tail and (n_wg != 2 or not overlap or p_smem):
-            raise ValueError(f"split_tail needs the overlapped schedule of two consumer warp groups (n_wg=2, "
-                             f"overlap=True, no p_smem), got n_wg={n_wg} overlap={overlap} p_smem={p_smem}")
+        # segment a CTA
         self.split_tail = bool(split_tail)
-        self.p_smem = bool(p_smem)
-        self.p_buffers = fold * n_wg  # p_smem: P tiles in shared memory
         self.o_row_words = head_dim // 2 + O_ROW_PAD_WORDS  # a staged output row: BF16 pairs, then padding
-        self.threads = 128 * (n_wg + 1)
-        # the consumers take what the producer leaves of the register file (a multiple of 8)
-        self.consumer_regs = min(240, (REGISTER_FILE - 128 * PRODUCER_REGS) // (128 * n_wg) // 8 * 8)
+        self.threads = 128 * (N_WG + 1)
 
     # ------------------------------------------------------------------ host side
     @cute.jit
@@ -261,7 +213,7 @@ class Sm90Attention:
             F8, F8, kmaj, kmaj, Float32, (1, 1, 1), (WG_M, dv), a_source=warpgroup.OperandSource.RMEM
         )
         row = utils.LayoutEnum.ROW_MAJOR
-        sQ_layout = sm90_utils.make_smem_layout_a(row, (WG_M, TILE_N, d), F8, self.n_wg)
+        sQ_layout = sm90_utils.make_smem_layout_a(row, (WG_M, TILE_N, d), F8, N_WG)
         sK_layout = sm90_utils.make_smem_layout_b(row, (WG_M, TILE_N, d), F8, self.stages)
         sV_layout = sm90_utils.make_smem_layout_b(row, (WG_M, dv, TILE_N), F8, self.stages)
 
@@ -273,14 +225,14 @@ class Sm90Attention:
         tma_q, tQ = cpasync.make_tiled_tma_atom(g2s, mQ, cute.slice_(sQ_layout, (None, None, 0)), (WG_M, d))
         tma_k, tK = cpasync.make_tiled_tma_atom(g2s_kv, mK, cute.slice_(sK_layout, (None, None, 0)), (TILE_N, d))
         tma_v, tV = cpasync.make_tiled_tma_atom(g2s_kv, mVt, cute.slice_(sV_layout, (None, None, 0)), (dv, TILE_N))
-        self.bytes_q = WG_M * d * self.n_wg
+        self.bytes_q = WG_M * d * N_WG
         self.bytes_k = TILE_N * d
         self.bytes_v = dv * TILE_N
 
         self.storage = self.storage_struct(cute.cosize(sQ_layout), cute.cosize(sK_layout), cute.cosize(sV_layout))
         # the query tiles rounded up to whole clusters: a CTA past the last tile loads zeros as Q
         # (TMA fills out-of-bounds rows), takes its part in the K/V loads and stores nothing
-        n_mb = (s_q + self.tile_m - 1) // self.tile_m
+        n_mb = (s_q + TILE_M - 1) // TILE_M
         tiles_m = (n_mb + self.cluster - 1) // self.cluster * self.cluster
         grid = (tiles_m, h, b)
         n_full = tiles_m * h * b - split  # the CTAs of whole query tiles (split_tail)
@@ -300,8 +252,7 @@ class Sm90Attention:
 
     def storage_struct(self, q_bytes, k_bytes, v_bytes):
         """The shared memory: the Q, K and V barriers, Q, the K and V^T stages, each consumer warp
-        group's output rows (the epilogue), and with p_smem the P buffers (one per key tile of a
-        fold group, per consumer warp group)."""
+        group's output rows (the epilogue)."""
         stages = self.stages
         fields = {
             "mbar_q": cute.struct.MemRange[cutlass.Int64, 2],
@@ -310,12 +261,10 @@ class Sm90Attention:
             "sQ": cute.struct.Align[cute.struct.MemRange[F8, q_bytes], 1024],
             "sK": cute.struct.Align[cute.struct.MemRange[F8, k_bytes], 1024],
             "sV": cute.struct.Align[cute.struct.MemRange[F8, v_bytes], 1024],
-            "sO": cute.struct.Align[cute.struct.MemRange[Int32, self.n_wg * WG_M * self.o_row_words], 128],
+            "sO": cute.struct.Align[cute.struct.MemRange[Int32, N_WG * WG_M * self.o_row_words], 128],
         }
         if self.split_tail:
-            fields["ticket"] = cute.struct.MemRange[Int32, self.n_wg]  # a warp group's ticket, shared
-        if self.p_smem:
-            fields["sP"] = cute.struct.Align[cute.struct.MemRange[F8, WG_M * TILE_N * self.p_buffers], 1024]
+            fields["ticket"] = cute.struct.MemRange[Int32, N_WG]  # a warp group's ticket, shared
         return cute.struct(type("Storage", (), {"__annotations__": fields}))
 
     # ------------------------------------------------------------------ device side
@@ -345,7 +294,7 @@ class Sm90Attention:
         st = smem.allocate(self.storage)
         one_thread = pipeline.CooperativeGroup(pipeline.Agent.Thread, 1)
         # one release per consumer warp (its lane 0), to this CTA's empty barrier
-        consumers = pipeline.CooperativeGroup(pipeline.Agent.Thread, 4 * self.n_wg)
+        consumers = pipeline.CooperativeGroup(pipeline.Agent.Thread, 4 * N_WG)
         prod_q, cons_q = pipeline.PipelineTmaAsync.create(
             barrier_storage=st.mbar_q.data_ptr(), num_stages=1, producer_group=one_thread,
             consumer_group=consumers, tx_count=self.bytes_q, defer_sync=True,
@@ -356,7 +305,7 @@ class Sm90Attention:
             # counts the consumer warps of all the cluster's CTAs
             kv_args = dict(cta_layout_vmnk=cute.make_layout((1, self.cluster, 1, 1)),
                            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread,
-                                                                    4 * self.n_wg * self.cluster))
+                                                                    4 * N_WG * self.cluster))
         else:
             kv_args = dict(consumer_group=consumers)
         prod_k, cons_k = pipeline.PipelineTmaAsync.create(
@@ -374,16 +323,7 @@ class Sm90Attention:
         # (row, (word, 16-byte chunk), warp group): BF16 pairs of each consumer's output rows
         dw = self.d // 2
         sO = cute.make_tensor(st.sO.data_ptr(), cute.make_layout(
-            (WG_M, (4, dw // 4), self.n_wg), stride=(self.o_row_words, (1, 4), WG_M * self.o_row_words)))
-        sP = None
-        if const_expr(self.p_smem):
-            # K-major without swizzle: 8 x 16-byte core matrices, so a thread's 16 words are one
-            # base address plus constants and a warp's 32 stores hit 32 consecutive words
-            sP_layout = cute.tile_to_shape(
-                warpgroup.make_smem_layout_atom(warpgroup.SmemLayoutAtomKind.K_INTER, F8),
-                (WG_M, TILE_N, self.p_buffers), order=(0, 1, 2))
-            sP = st.sP.get_tensor(sP_layout.outer, swizzle=sP_layout.inner)
-
+            (WG_M, (4, dw // 4), N_WG), stride=(self.o_row_words, (1, 4), WG_M * self.o_row_words)))
         cute.arch.mbarrier_init_fence()
         if const_expr(self.cluster == 1):
             cute.arch.sync_threads()
@@ -409,8 +349,8 @@ class Sm90Attention:
                 tVs, tVg = cpasync.tma_partition(
                     tma_v, 0, cute.make_layout(1), cute.group_modes(sV, 0, 2), cute.group_modes(gV, 0, 2))
                 hq = prod_q.acquire_and_advance()
-                for w in cutlass.range_constexpr(self.n_wg):
-                    cute.copy(tma_q, tQg[None, m_blk * self.n_wg + w], tQs[None, w], tma_bar_ptr=hq.barrier)
+                for w in cutlass.range_constexpr(N_WG):
+                    cute.copy(tma_q, tQg[None, m_blk * N_WG + w], tQs[None, w], tma_bar_ptr=hq.barrier)
                 if const_expr(self.cluster == 1):
                     for n in cutlass.range(count, unroll=1):
                         hk = prod_k.acquire_and_advance()
@@ -433,11 +373,11 @@ class Sm90Attention:
                             cute.copy(tma_v, tVg[None, t0 + n], tVs[None, hv.index], tma_bar_ptr=hv.barrier,
                                       mcast_mask=everyone)
         else:
-            cute.arch.setmaxregister_increase(self.consumer_regs)
-            sTk = st.ticket.get_tensor(cute.make_layout((self.n_wg,))) if const_expr(self.split_tail) else None
+            cute.arch.setmaxregister_increase(CONSUMER_REGS)
+            sTk = st.ticket.get_tensor(cute.make_layout((N_WG,))) if const_expr(self.split_tail) else None
             self.consume(
                 mma_qk, mma_pv, sQ, sK, sV, cons_q, cons_k, cons_v, mO, mL, mSq, mSk, mSv,
-                s_q, s_kv, c, n_tiles, m_blk, hh, bb, wg - 1, tidx % 128, sP, sO,
+                s_q, s_kv, c, n_tiles, m_blk, hh, bb, wg - 1, tidx % 128, sO,
                 t0, count, (p_part, p_ticket, sTk, plan),
             )
         if const_expr(self.cluster > 1):
@@ -448,14 +388,14 @@ class Sm90Attention:
     @cute.jit
     def consume(
         self, mma_qk, mma_pv, sQ, sK, sV, cons_q, cons_k, cons_v, mO, mL, mSq, mSk, mSv,
-        s_q, s_kv, c, n_tiles, m_blk, hh, bb, wgc, t128, sP, sO, t0, count, tail_split,
+        s_q, s_kv, c, n_tiles, m_blk, hh, bb, wgc, t128, sO, t0, count, tail_split,
     ):
         """A consumer warp group's work: its 64 query rows over key tiles [t0, t0 + count) of
         n_tiles, then their output (with split_tail, a split tile's segment first merges, see
         merge_segments: tail_split = (p_part, p_ticket, sTk, the plan's arguments of split.cta_work))."""
         thr_qk = mma_qk.get_slice(t128)
         thr_pv = mma_pv.get_slice(t128)
-        tSrQ = thr_qk.make_fragment_A(thr_qk.partition_A(sQ))  # (MMA, 1, KB, n_wg)
+        tSrQ = thr_qk.make_fragment_A(thr_qk.partition_A(sQ))  # (MMA, 1, KB, N_WG)
         tSrK = thr_qk.make_fragment_B(thr_qk.partition_B(sK))  # (MMA, 1, KB, stages)
         tOrV = thr_pv.make_fragment_B(thr_pv.partition_B(sV))  # (MMA, 1, KB, stages)
         acc_s = cute.make_rmem_tensor(thr_qk.partition_shape_C((WG_M, TILE_N)), Float32)
@@ -470,12 +410,12 @@ class Sm90Attention:
 
         lane = t128 % 32
         quad = lane % 4
-        row_wg = m_blk * self.tile_m + wgc * WG_M  # the warp group's first query row
+        row_wg = m_blk * TILE_M + wgc * WG_M  # the warp group's first query row
         r_loc = (t128 // 32) * 16 + lane // 4  # this thread's rows of the accumulator: r_loc, r_loc + 8
         q_blk = row_wg // 128
-        if const_expr(self.tile_m % 128 != 0 or self.cluster > 1):
-            # a 192-row tile's last warp group, or a cluster's CTA past the last query tile, can
-            # start past the padded queries: any in-range scale serves its rows, never stored
+        if const_expr(self.cluster > 1):
+            # a cluster's CTA past the last query tile starts past the padded queries: any
+            # in-range scale serves its rows, never stored
             if q_blk > (s_q - 1) // 128:
                 q_blk = (s_q - 1) // 128
         sqc = mSq[q_blk, (hh, bb)] * c  # exact: sq is a power of two
@@ -486,83 +426,40 @@ class Sm90Attention:
 
         hq = cons_q.wait_and_advance()
         regs = Regs(acc_s, acc_t, acc_o, r_p, r_p32, tSrQ, tSrK, tOrV, m_run, l_run, alpha_r, alpha_p)
-        if const_expr(self.p_smem):
-            kmaj = cute.nvgpu.OperandMajorMode.K
-            mma_ss = sm90_utils.make_trivial_tiled_mma(F8, F8, kmaj, kmaj, Float32, (1, 1, 1), (WG_M, self.dv))
-            thr_ss = mma_ss.get_slice(t128)
-            # the register-A partition of sP puts each byte where r_p has it (the same key order)
-            regs = regs._replace(tPsP=thr_pv.partition_A(sP), tOrP=thr_ss.make_fragment_A(thr_ss.partition_A(sP)))
-            fold = self.fold
-            self.start_turns(wgc)
-            for g in cutlass.range(n_tiles // fold, unroll=1):
-                for i in cutlass.range_constexpr(fold):
-                    n = fold * g + i
-                    qk = sqc * mSk[n, (hh, bb)]
-                    hk = cons_k.wait_and_advance()
-                    self.score_tile(mma_qk, regs, wgc, hk, n, n_tiles, s_kv, qk, quad, i)
-                self.p_ready(wgc)
-                for i in cutlass.range_constexpr(fold):
-                    hv = cons_v.wait_and_advance()
-                    self.pv_tile(mma_ss, regs, wgc, hv, i, fold)
-            if const_expr(fold == 2):
-                if n_tiles % 2 == 1:
-                    # the last tile alone, as the overlapped schedule folds it
-                    n = n_tiles - 1
-                    qk = sqc * mSk[n, (hh, bb)]
-                    hk = cons_k.wait_and_advance()
-                    self.score_tile(mma_qk, regs, wgc, hk, n, n_tiles, s_kv, qk, quad, 0)
-                    self.p_ready(wgc)
-                    hv = cons_v.wait_and_advance()
-                    self.pv_tile(mma_ss, regs, wgc, hv, 0, 1)
-            self.end_turns(wgc)
-        elif const_expr(self.overlap):
-            # QK(0) and softmax(0), then steps in groups of G = max(fold, 2) so that the
-            # accumulate/fold flags are compile-time per position, then the last 1..G steps (tail).
-            hk = cons_k.wait_and_advance()
-            self.start_turns(wgc)
-            self.issue_qk(mma_qk, regs, wgc, hk.index)
-            self.hand_over(wgc, False)
-            warpgroup.wait_group(0)
-            self.hand_over(wgc, True)
-            hk.release()
-            if const_expr(self.split_tail):
-                # the segment's key tiles counted from its first, t0: the K scales, the key count
-                # and the last tile (the only one with keys past s_kv) as seen from there
-                mSk = cute.domain_offset((t0, (0, 0)), mSk)
-                n_tiles = n_tiles - t0
-                s_kv = s_kv - t0 * TILE_N
-            self.softmax(regs, 0, n_tiles, s_kv, sqc * mSk[0, (hh, bb)], quad, True)
-            self.merge(regs, False)
-            args = (mma_qk, mma_pv, regs, wgc, n_tiles, s_kv, sqc, mSk, hh, bb, quad)
-            # the loop's pipeline waits stay in this body (their state is loop-carried here)
-            for g in cutlass.range((count - 1) // self.group, unroll=1):
-                for i in cutlass.range_constexpr(self.group):
-                    hv = cons_v.wait_and_advance()
-                    hk = cons_k.wait_and_advance()
-                    self.step(*args, hv, hk, self.group * g + i, *self.fold_flags(i))
-            n0 = count - 1 - (count - 1) % self.group
-            self.tail(args, cons_v, cons_k, hk, count, n0, 0)
-            self.end_turns(wgc)
-        else:
-            for n in cutlass.range(n_tiles, unroll=1):
-                hk = cons_k.wait_and_advance()
-                self.issue_qk(mma_qk, regs, wgc, hk.index)
-                warpgroup.wait_group(0)
-                hk.release()
-                self.softmax(regs, n, n_tiles, s_kv, sqc * mSk[n, (hh, bb)], quad)
-                self.merge(regs, False)
+        # QK(0) and softmax(0), then steps in groups of G = max(fold, 2) so that the
+        # accumulate/fold flags are compile-time per position, then the last 1..G steps (tail).
+        hk = cons_k.wait_and_advance()
+        self.start_turns(wgc)
+        self.issue_qk(mma_qk, regs, wgc, hk.index)
+        self.hand_over(wgc, False)
+        warpgroup.wait_group(0)
+        self.hand_over(wgc, True)
+        hk.release()
+        if const_expr(self.split_tail):
+            # the segment's key tiles counted from its first, t0: the K scales, the key count
+            # and the last tile (the only one with keys past s_kv) as seen from there
+            mSk = cute.domain_offset((t0, (0, 0)), mSk)
+            n_tiles = n_tiles - t0
+            s_kv = s_kv - t0 * TILE_N
+        self.softmax(regs, 0, n_tiles, s_kv, sqc * mSk[0, (hh, bb)], quad, True)
+        self.merge(regs, False)
+        args = (mma_qk, mma_pv, regs, wgc, n_tiles, s_kv, sqc, mSk, hh, bb, quad)
+        # the loop's pipeline waits stay in this body (their state is loop-carried here)
+        for g in cutlass.range((count - 1) // self.group, unroll=1):
+            for i in cutlass.range_constexpr(self.group):
                 hv = cons_v.wait_and_advance()
-                self.issue_pv(mma_pv, regs, hv.index, False)
-                warpgroup.wait_group(0)
-                hv.release()
-                self.promote(regs)
+                hk = cons_k.wait_and_advance()
+                self.step(*args, hv, hk, self.group * g + i, *self.fold_flags(i))
+        n0 = count - 1 - (count - 1) % self.group
+        self.tail(args, cons_v, cons_k, hk, count, n0, 0)
+        self.end_turns(wgc)
 
         if const_expr(self.split_tail):
             # the CTA's work again from its index: kept from the start, it would hold uniform
             # registers through the main loop (its wgmma descriptors then get rebuilt per tile)
             p_part, p_ticket, sTk, plan = tail_split
             m_blk, hh, bb, split, seg, ks, _, _ = cta_work(cta_index_x_again(), *plan, self.cluster, Int32)
-            row_wg = m_blk * self.tile_m + wgc * WG_M
+            row_wg = m_blk * TILE_M + wgc * WG_M
             last = cutlass.Boolean(True)
             if ks > 1:
                 last = self.merge_segments(regs, wgc, t128, p_part, p_ticket, sTk, split, seg, ks)
@@ -584,8 +481,8 @@ class Sm90Attention:
         n_acc = self.dv // 2  # acc_o's values per thread
         words = (n_acc + 4) * 128  # a slot: acc_o, m_run, l_run of the warp group's 128 threads
 
-        first = (split * ks * self.n_wg + wgc) * words + t128  # segment 0's slot
-        stride = self.n_wg * words  # from one segment's slot to the next
+        first = (split * ks * N_WG + wgc) * words + t128  # segment 0's slot
+        stride = N_WG * words  # from one segment's slot to the next
         mine = first + seg * stride
         for i in self.acc_indices():
             cute.arch.store(p_part + (mine + i * 128), acc_o[i])
@@ -596,7 +493,7 @@ class Sm90Attention:
         # every thread's stores, then the warp group's ticket (the threadfence-reduction order)
         cute.arch.fence_acq_rel_gpu()
         cute.arch.barrier(barrier_id=O_BARRIER + wgc, number_of_threads=128)
-        ticket = p_ticket + (split * self.n_wg + wgc)
+        ticket = p_ticket + (split * N_WG + wgc)
         if t128 == 0:
             sTk[wgc] = cute.arch.atomic_add(ticket, Int32(1), sem="acq_rel", scope="gpu")
         cute.arch.barrier(barrier_id=O_BARRIER + wgc, number_of_threads=128)
@@ -694,14 +591,11 @@ class Sm90Attention:
 
     @cute.jit
     def wait_my_turn(self, wgc):
-        """Turn-taking (pingpong): the consumer warp groups issue their tensor products in turns,
-        round robin 0, 1, .., n_wg - 1, 0, 1, .., so that they stay out of phase and one group's
-        softmax runs while the others' products occupy the tensor core. A turn is what a group
-        issues between two softmaxes: it ends after each QK^T (hand_over) and the next begins
-        before the group's next product. Overlapped schedule (n_wg = 2): QK(0), then per step
-        PV(n) + QK(n + 1), the last PV alone. p_smem's serial one, `fold` key tiles at a time:
-        QK(n) alone for each tile of a fold group after its first, then the fold group's PVs
-        with the next fold group's first QK (the last PVs alone).
+        """Turn-taking (pingpong): the two consumer warp groups issue their tensor products in
+        turns, 0, 1, 0, 1, .., so that they stay out of phase and one group's softmax runs while
+        the other's products occupy the tensor core. A turn is what a group issues between two
+        softmaxes: it ends after each QK^T (hand_over) and the next begins before the group's next
+        product: QK(0), then per step PV(n) + QK(n + 1), the last PV alone.
 
         A token goes round the ring: named barrier TURN_BARRIER + k of 256 threads is "warp group
         k's turn"; k's 128 threads wait there (bar.sync, here) and its predecessor's 128 arrive
@@ -709,8 +603,7 @@ class Sm90Attention:
         * every consumer warp group takes the same number of turns, which depends on n_tiles
           alone: turns open and close at compile-time positions of the schedule, never under a
           data-dependent branch, and a last warp group whose query rows are all padding runs
-          every tile too. One key tile (S_kv <= 128) gives two turns ({QK(0)}, {PV(0)}); an odd
-          last tile in p_smem gives {.., QK(n - 1)}, {PV(n - 1)} after its pair's turns;
+          every tile too. One key tile (S_kv <= 128) gives two turns ({QK(0)}, {PV(0)});
         * start_turns: the last group arrives once at group 0's barrier (the token goes in),
           then every group waits for its first turn;
         * within a group, waits (a turn opens) and hand-overs (it closes) alternate;
@@ -724,18 +617,13 @@ class Sm90Attention:
         No deadlock: order the turns by (turn index t, group k). When a group holds turn t,
         every product of the turns before it in that order has been issued, and its completion
         and release need no token. A turn waits for the turn before it, for its group's own
-        earlier products, and for TMA loads. p_smem's turn of PV(n) .. PV(n + fold - 1) and
-        QK(n + fold) waits for V^T(n + 1 ..) and K(n + fold) while holding the token (the other
-        pipeline waits, and p_smem's P barrier within one group, come before a turn's wait).
-        K and V^T are loaded in tile order, so those loads need every group's releases of K up to
-        tile n + fold - stages and of V^T up to n + fold - 1 - stages: products of earlier turns
-        when stages >= fold, which pingpong with p_smem therefore requires."""
+        earlier products, and for TMA loads; the pipeline waits come before a turn's wait."""
         if const_expr(self.pingpong):
             cute.arch.barrier(barrier_id=TURN_BARRIER + wgc, number_of_threads=256)
 
     @cute.jit
     def pass_turn(self, wgc):
-        cute.arch.barrier_arrive(barrier_id=TURN_BARRIER + (wgc + 1) % self.n_wg, number_of_threads=256)
+        cute.arch.barrier_arrive(barrier_id=TURN_BARRIER + (wgc + 1) % N_WG, number_of_threads=256)
 
     @cute.jit
     def hand_over(self, wgc, done):
@@ -748,7 +636,7 @@ class Sm90Attention:
     def start_turns(self, wgc):
         """The token goes in (the last group arrives at group 0's barrier), and the first turn."""
         if const_expr(self.pingpong):
-            if wgc == self.n_wg - 1:
+            if wgc == N_WG - 1:
                 cute.arch.barrier_arrive(barrier_id=TURN_BARRIER, number_of_threads=256)
             self.wait_my_turn(wgc)
 
@@ -772,57 +660,16 @@ class Sm90Attention:
         warpgroup.commit_group()
 
     @cute.jit
-    def issue_pv(self, mma_pv, regs, stage, accumulate, p=None):
-        """acc_t (+)= P V over one key tile; accumulate (compile-time) keeps acc_t's earlier tile.
-        p: P as the A operand (MMA, 1, KB), the registers r_p unless given (p_smem: a P buffer)."""
-        acc_t, tOrV = regs.acc_t, regs.tOrV
-        p = regs.r_p if const_expr(p is None) else p
+    def issue_pv(self, mma_pv, regs, stage, accumulate):
+        """acc_t (+)= P V over one key tile, P the registers r_p; accumulate (compile-time) keeps
+        acc_t's earlier tile."""
+        acc_t, tOrV, p = regs.acc_t, regs.tOrV, regs.r_p
         atom = cute.make_mma_atom(mma_pv.op)
         warpgroup.fence()
         for kb in cutlass.range_constexpr(cute.size(p, mode=[2])):
             atom.set(warpgroup.Field.ACCUMULATE, accumulate or kb != 0)
             cute.gemm(atom, acc_t, p[None, None, kb], tOrV[None, None, kb, stage], acc_t)
         warpgroup.commit_group()
-
-    # p_smem: each warp group's fold group of tiles in series. The arithmetic is the overlapped
-    # schedule's, in the same order: tile i's rescale is taken into alpha_p after its softmax for
-    # i = 0 (merge, not pending) and after PV of tile 0 for i = 1 (merge, pending: acc_t holds PV of
-    # tile 0), and the group's PV sum is folded into acc_o once. Only P's route differs.
-    @cute.jit
-    def score_tile(self, mma_qk, regs, wgc, hk, n, n_tiles, s_kv, qk, quad, i):
-        """S = Q K^T of tile n, its P bytes into this warp group's P buffer i (compile-time)."""
-        if const_expr(i > 0):
-            self.wait_my_turn(wgc)  # a softmax came before: a new turn
-        self.issue_qk(mma_qk, regs, wgc, hk.index)
-        self.hand_over(wgc, False)  # a softmax follows: the turn ends
-        warpgroup.wait_group(0)
-        self.hand_over(wgc, True)
-        hk.release()
-        self.softmax(regs, n, n_tiles, s_kv, qk, quad)
-        cute.autovec_copy(regs.r_p, regs.tPsP[None, None, None, wgc * self.fold + i])
-        if const_expr(i == 0):
-            self.merge(regs, False)
-
-    @cute.jit
-    def p_ready(self, wgc):
-        """The warp group's P stores (generic proxy) visible to its wgmma (async proxy): each
-        thread fences, then the warp group's 128 threads meet at named barrier P_BARRIER + wgc."""
-        cute.arch.fence_proxy("async.shared", space="cta")
-        cute.arch.barrier(barrier_id=P_BARRIER + wgc, number_of_threads=128)
-
-    @cute.jit
-    def pv_tile(self, mma_ss, regs, wgc, hv, i, count):
-        """PV of the group's tile i of count (compile-time) from P buffer i (V stage hv); after the
-        last, the fold."""
-        if const_expr(i == 0):
-            self.wait_my_turn(wgc)  # after the softmaxes: a turn of these PVs and the next QK
-        self.issue_pv(mma_ss, regs, hv.index, i > 0, regs.tOrP[None, None, None, wgc * self.fold + i])
-        warpgroup.wait_group(0)
-        hv.release()
-        if const_expr(i + 1 < count):
-            self.merge(regs, True)
-        else:
-            self.promote(regs)
 
     def fold_flags(self, i):
         """(accumulate, fold_now) of the step at position i of a fold group (compile-time): the
@@ -831,7 +678,7 @@ class Sm90Attention:
 
     @cute.jit
     def tail(self, args, cons_v, cons_k, hk, count, n0, i):
-        """The steps after the overlapped schedule's loop: tiles n0 .. count - 1, 1 to G of them
+        """The steps after the schedule's loop: tiles n0 .. count - 1, 1 to G of them
         (G = max(fold, 2); n0 a multiple of G, so step n0 + i is at position i of its fold group).
         Nested on i (compile-time): step n0 + i is the last (no next K tile; its PV then folds)
         unless more tiles follow, so every step appears once and only the short last PV once per
