@@ -452,3 +452,30 @@ def test_codes_are_kept_in_l2_only_where_they_all_fit(monkeypatch):
     monkeypatch.setattr(prepare, "KEEP_CODES_IN_L2", False)
     prepare._prepare_triton(q, k, v, hw_cvt=False)
     assert seen == [True, False, False]
+
+
+@pytest.mark.parametrize("pdl", [False, True])
+def test_the_launches_after_the_statistics_go_as_its_programmatic_dependents(monkeypatch, pdl):
+    """PDL_PREPASS: where `_pdl` allows it (sm90+ on the GPU; never under the interpreter) the
+    statistics launch lets the next start at once (PDL), and the totals and quantise launches go
+    as its programmatic dependents (Triton's launch_pdl), their kernels compiled to wait where they
+    read what it wrote (tests/test_triton_kernels.py reads that in the sm_90 PTX). Otherwise every
+    launch is a plain one."""
+    assert prepare._pdl(torch.zeros(1)) is False  # a CPU tensor
+    seen = []
+
+    class Spy:
+        def __init__(self, name):
+            self.name = name
+
+        def __getitem__(self, grid):
+            return lambda *args, **kw: seen.append((self.name, kw["PDL"], kw.get("launch_pdl", False)))
+
+    for name in ("_column_stats_kernel", "_column_totals_kernel", "_quant_kernel"):
+        monkeypatch.setattr(prepare, name, Spy(name))
+    monkeypatch.setattr(prepare, "_pdl", lambda t: pdl)
+    monkeypatch.setattr(prepare, "FOLD_READS", 0)  # the totals in a launch of their own
+    q, k, v = _inputs(1, 130, 130, 2, 64, seed=33)
+    prepare._prepare_triton(q, k, v, hw_cvt=False)
+    assert seen == [("_column_stats_kernel", pdl, False), ("_column_totals_kernel", pdl, pdl),
+                    ("_quant_kernel", pdl, pdl)]

@@ -189,28 +189,41 @@ text = ptx(F.fp4_emulation_fwd, {**{n: f32 for n in F.fp4_emulation_fwd.arg_name
            dict(D=128, DP=128, BLOCK_M=128, BLOCK_N=128, PB=32, RESHAPE=True, LADDER=True, IEEE_DOT=False,
                 DEBUG_P=False), num_warps=8, num_stages=2, enable_fp_fusion=False)
 assert ln2 in text, "fp4 emulation: no LN2 in the LSE"
-quant = {(fold, keep): ptx(prepare._quant_kernel, dict(q_ptr="*bf16", k_ptr="*bf16", v_ptr="*bf16", mean_ptr=f32,
-    amax_ptr=f32, ksum_ptr="*fp64", vmax_ptr=f32, perm_ptr="*i32", q8_ptr=f8, k8_ptr=f8, v8_ptr="*u8",
-    q_scale_ptr=f32, k_scale_ptr=f32, v_scale_ptr=f32, stats_ptr=f32), dict(D=128, BLOCK_D=128, BLOCK_S=128,
-    HW_CVT=True, PERM=True, ONES_ROWS=8, ONE_CODE=0x38, FOLD=fold, GROUP=prepare.TOTALS_LOADS, KEEP=keep),
-    num_warps=prepare.QUANT_WARPS) for fold, keep in ((False, False), (True, False), (True, True))}
-stats = ptx(prepare._column_stats_kernel, dict(k_ptr="*bf16", v_ptr="*bf16", ksum_ptr="*fp64", vmax_ptr=f32,
-    stats_ptr=f32), dict(D=128, BLOCK_D=128, CHUNK=512, ROWS=prepare.STATS_ROWS), num_warps=prepare.STATS_WARPS,
-    num_stages=prepare.STATS_STAGES)
-totals = ptx(prepare._column_totals_kernel, dict(ksum_ptr="*fp64", vmax_ptr=f32, mean_ptr=f32, amax_ptr=f32),
-    dict(D=128, BLOCK_D=128, GROUP=prepare.TOTALS_LOADS), num_warps=4)
+quant = {(fold, keep, pdl): ptx(prepare._quant_kernel, dict(q_ptr="*bf16", k_ptr="*bf16", v_ptr="*bf16",
+    mean_ptr=f32, amax_ptr=f32, ksum_ptr="*fp64", vmax_ptr=f32, perm_ptr="*i32", q8_ptr=f8, k8_ptr=f8,
+    v8_ptr="*u8", q_scale_ptr=f32, k_scale_ptr=f32, v_scale_ptr=f32, stats_ptr=f32), dict(D=128, BLOCK_D=128,
+    BLOCK_S=128, HW_CVT=True, PERM=True, ONES_ROWS=8, ONE_CODE=0x38, FOLD=fold, GROUP=prepare.TOTALS_LOADS,
+    KEEP=keep, PDL=pdl), num_warps=prepare.QUANT_WARPS)
+    for fold, keep, pdl in ((False, False, False), (True, False, False), (True, True, False), (True, False, True))}
+stats, totals = ({pdl: ptx(prepare._column_stats_kernel, dict(k_ptr="*bf16", v_ptr="*bf16", ksum_ptr="*fp64",
+    vmax_ptr=f32, stats_ptr=f32), dict(D=128, BLOCK_D=128, CHUNK=512, ROWS=prepare.STATS_ROWS, PDL=pdl),
+    num_warps=prepare.STATS_WARPS, num_stages=prepare.STATS_STAGES) for pdl in (False, True)},
+    {pdl: ptx(prepare._column_totals_kernel, dict(ksum_ptr="*fp64", vmax_ptr=f32, mean_ptr=f32, amax_ptr=f32),
+    dict(D=128, BLOCK_D=128, GROUP=prepare.TOTALS_LOADS, PDL=pdl), num_warps=4) for pdl in (False, True)})
 # the maxima that flag non-finite inputs keep NaN (plain max.f32 returns the other operand)
-for name, text in (("quantise", quant[False, False]), ("quantise, totals folded", quant[True, False]),
-                   ("column stats", stats), ("column totals", totals)):
+for name, text in (("quantise", quant[False, False, False]), ("quantise, totals folded", quant[True, False, False]),
+                   ("column stats", stats[False]), ("column totals", totals[False])):
     assert "max.NaN.f32" in text and not re.search(r"\bmax\.f32", text), name
+# PDL: the statistics launch lets its dependents start at its top, the totals launch too before it
+# waits, and the quantise launch's blocks wait (Q's only before their atomics); without PDL neither
+assert "griddepcontrol.launch_dependents" in stats[True] and "griddepcontrol.wait" not in stats[True]
+tot = totals[True]
+assert -1 < tot.find("griddepcontrol.launch_dependents") < tot.find("griddepcontrol.wait") < tot.find("ld.global")
+q_pdl = quant[True, False, True]
+assert "griddepcontrol.wait" in q_pdl and "griddepcontrol.launch_dependents" not in q_pdl
+# Q's code stores come before any wait; the first atomic and the first read of the partials after one
+wait = q_pdl.find("griddepcontrol.wait")
+partials = re.search(r"ld\.global(\.\S+)?\.(b|u|f)64", q_pdl).start()
+assert -1 < q_pdl.find("st.global.b8") < wait < min(q_pdl.find("atom.global"), partials)
+assert not any("griddepcontrol" in t for t in (*quant.values(), stats[False], totals[False]) if t is not q_pdl)
 # KEEP: every code store is evict-last in L2 and every Q, K, V load evict-first; without it no hint at all
-kept, plain = quant[True, True], quant[True, False]
+kept, plain = quant[True, True, False], quant[True, False, False]
 first = kept.count("ld.global.L1::evict_first.L2::cache_hint.b16")
 assert first and "ld.global.b16" not in kept, "a BF16 input read without evict-first"
 assert kept.count("st.global.L1::evict_last.L2::cache_hint.b8") >= first, "codes stored without evict-last"
 assert "createpolicy.fractional.L2::evict_last" in kept and "evict_" not in plain and "cache_hint" not in plain
 # folded, a K block's TOTALS_LOADS loads of its head's partial sums are unrolled (not one chunk per loop trip)
-body = quant[True, False]
+body = quant[True, False, False]
 assert body.count("ld.global.b64") + body.count("ld.global.u64") + body.count("ld.global.f64") >= prepare.TOTALS_LOADS
 print("ok")
 '''
