@@ -538,6 +538,12 @@ def _sm_count(device: torch.device) -> int:
 
 
 @lru_cache(maxsize=None)
+def _capability(device: torch.device) -> tuple[int, int]:
+    """A CUDA device's compute capability, asked once (two questions per call otherwise)."""
+    return torch.cuda.get_device_capability(device)
+
+
+@lru_cache(maxsize=None)
 def _l2_bytes(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).L2_cache_size if device.type == "cuda" else 0
 
@@ -576,7 +582,7 @@ def _pdl(t: torch.Tensor) -> bool:
     """Whether the pre-pass's later launches go as programmatic dependents (PDL_PREPASS): on
     sm90+ with a Triton that has grid dependency control, not under the interpreter."""
     return (PDL_PREPASS and gdc_wait is not None and t.is_cuda and not _interpreting()
-            and torch.cuda.get_device_capability(t.device) >= (9, 0))
+            and _capability(t.device) >= (9, 0))
 
 
 def _column_partials(k, v, range_stats, chunk=None, pdl=False):
@@ -639,7 +645,7 @@ def triton_usable(t: torch.Tensor) -> bool:
         return False
     if _interpreting():
         return t.device.type == "cpu"
-    return t.is_cuda and torch.cuda.get_device_capability(t.device) >= (8, 9)
+    return t.is_cuda and _capability(t.device) >= (8, 9)
 
 
 def _prepare_triton(q, k, v, hw_cvt: bool, v_perm=None, v_ones_rows=0, chunk=None) -> PreparedFP8:
