@@ -539,7 +539,7 @@ def _sm_count(device: torch.device) -> int:
 
 @lru_cache(maxsize=None)
 def _capability(device: torch.device) -> tuple[int, int]:
-    """A CUDA device's compute capability, asked once (two questions per call otherwise)."""
+    """A CUDA device's compute capability, asked once per device rather than on every call."""
     return torch.cuda.get_device_capability(device)
 
 
