@@ -4,8 +4,9 @@ from __future__ import annotations
 from ...modes import DIRECT_P_HEADROOM, TILE_M
 
 # The CTA's shape, the same for every config: a producer warp group and N_WG consumer warp groups of
-# 64 query rows each (a query tile of modes.TILE_M rows)
-N_WG = TILE_M // 64
+# WG_M query rows each (a query tile of modes.TILE_M rows)
+WG_M = 64
+N_WG = TILE_M // WG_M
 
 # Chosen by measurement (BENCHMARKS.md): the PV tile is folded into FP32 every four key tiles
 # (512 keys: half the fold FFMAs of every two), and each warp group issues QK(n+1) before PV(n)

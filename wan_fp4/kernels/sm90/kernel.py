@@ -44,14 +44,13 @@ from cutlass import Float32, Int32, const_expr
 from cutlass.cute.nvgpu import cpasync, warpgroup
 
 from ...modes import DIRECT_P_ONE, DIRECT_P_SLOPE, DIRECT_P_TOP, LN2, LOG2_P_SCALE, TILE_M, TILE_N
-from .config import N_WG
+from .config import N_WG, WG_M
 from .ptx import (add_f16x2, cta_index_x_again, cvt_bf16x2, cvt_f16x2_relu, ex2_approx, f16x2_max_f32,
                   f16x2_splat, fma_f32, fma_sat_f32, lg2_approx, low_bytes_of_halves, max_f16x2, mul_f32,
                   pack_e4m3x4, pack_f16_low_bytes, pack_low_bytes)
 from .split import cta_work
 
 F8 = cutlass.Float8E4M3FN
-WG_M = 64  # query rows per consumer warp group
 SAT_SPAN = 128.0  # FFMA.SAT clamps to [0, 1]: t is computed divided by this, so [0, 1] holds t in [0, 128]
 MAGIC_S = 1.5 * 2.0**16  # added to t/128 in [0, 1], rounds t to an integer (rne) in the low mantissa bits
 F16_UNIT = 2.0**-24  # the f16 subnormal step: cvt to f16 of t * F16_UNIT rounds t to an integer (f16_bytes)
