@@ -75,14 +75,14 @@ ENTRIES = [
 
 
 def sm90_variant_entries(configs, head_dims=(128,)):
-    """Entries of the sm90 kernels of each config at each head dim, in every mode it applies to,
-    but for one among ENTRIES already (a default's)."""
-    from wan_fp4.kernels.sm90 import SUPPORTED_MODES, applies
+    """Entries of the sm90 kernels a launch of each config may run (sm90.launch_configs) at each
+    head dim, in every mode it applies to, but for one among ENTRIES already (a default's)."""
+    from wan_fp4.kernels.sm90 import SUPPORTED_MODES, applies, launch_configs
     from wan_fp4.kernels.sm90.aot import kernel_name
 
     defaults = {e[0] for e in ENTRIES}
-    return [_sm90_entry(mode, d, cfg) for cfg in configs for d in head_dims for mode in SUPPORTED_MODES
-            if applies(mode, cfg) and kernel_name(mode, d, cfg) not in defaults]
+    return [_sm90_entry(mode, d, kern) for cfg in configs for d in head_dims for mode in SUPPORTED_MODES
+            if applies(mode, cfg) for kern in launch_configs(mode, d, cfg) if kernel_name(mode, d, kern) not in defaults]
 
 
 def prebuilt_of(family: str):

@@ -594,7 +594,7 @@ def test_prebuilt_kernel_without_the_dsl_counts_as_available_only_once_linkable(
 
     def answers():
         sm90.source_reason.cache_clear()  # answered once per process: ask afresh
-        return [sm90.source_reason("direct-p", head_dim) for head_dim in (64, 128)]
+        return [sm90.source_reason(mode, head_dim) for mode in ("direct-p", "fp8") for head_dim in (64, 128)]
 
     def no_runtime(*args, **kwargs):
         raise FileNotFoundError("no DSL runtime library to link against")
@@ -603,14 +603,17 @@ def test_prebuilt_kernel_without_the_dsl_counts_as_available_only_once_linkable(
         with monkeypatch.context() as m:
             m.setattr(common, "link_shim", no_runtime)
             assert all(not ok and "nvidia-cutlass-dsl" in why for ok, why in answers())
-        assert answers() == [(True, "")] * 2  # linked on first use
+        assert answers() == [(True, "")] * 4  # linked on first use
         linked = sorted(cache.rglob("*.so"))
-        assert [p.name for p in linked] == ["libwanfp4_sm90_directp_d128.so", "libwanfp4_sm90_directp_d64.so"]
+        # every kernel a launch may pick: fp8's split kernel and its plain one beside it
+        assert [p.name for p in linked] == sorted(f"lib{aot.kernel_name(mode, d, cfg)}.so" for mode in ("direct-p", "fp8")
+                                                  for d in (64, 128) for cfg in sm90.launch_configs(mode, d))
+        assert len(linked) == 6
         for so in linked:  # brought along in the prebuilt folder, as for the H200
             shutil.move(so, folder / so.name)
         with monkeypatch.context() as m:
             m.setattr(common, "link_shim", no_runtime)
-            assert answers() == [(True, "")] * 2
+            assert answers() == [(True, "")] * 4
     finally:
         sm90.source_reason.cache_clear()
 
@@ -666,8 +669,9 @@ def test_a_shim_of_another_signature_is_refused(monkeypatch, tmp_path):
 
 
 def test_build_prebuilt_makes_each_variant_at_each_head_dim_in_the_modes_it_applies_to():
-    """scripts/build_prebuilt.py --sm90-config C --sm90-head-dims 128 64: one kernel per (mode, D)
-    the config applies to (f16_bytes is direct-p's only), named as the loader looks it up."""
+    """scripts/build_prebuilt.py --sm90-config C --sm90-head-dims 128 64: the kernels a launch of
+    the config may run (fp8's split kernel and its plain one) per (mode, D) the config applies to
+    (f16_bytes is direct-p's only), named as the loader looks them up."""
     import importlib.util
 
     path = Path(__file__).resolve().parent.parent / "scripts" / "build_prebuilt.py"
@@ -676,12 +680,13 @@ def test_build_prebuilt_makes_each_variant_at_each_head_dim_in_the_modes_it_appl
     spec.loader.exec_module(script)
     p8 = {"f16_bytes": False, "headroom": 0}
     names = [e[0] for e in script.sm90_variant_entries([{"cluster": 2}, p8], (128, 64))]
-    # fp8 at D128 runs cluster 2 by default (HEAD_DIM_CONFIG): that kernel is the default's
-    assert names == ["wanfp4_sm90_directp_d128_cluster2",
-                     "wanfp4_sm90_directp_d64_cluster2", "wanfp4_sm90_fp8_d64_cluster2",
+    # fp8 at D128 runs cluster 2 by default (HEAD_DIM_CONFIG): those kernels are the default's
+    assert names == ["wanfp4_sm90_directp_d128_cluster2", "wanfp4_sm90_directp_d64_cluster2",
+                     "wanfp4_sm90_fp8_d64_cluster2", "wanfp4_sm90_fp8_d64_cluster2_split_tail0",
                      "wanfp4_sm90_directp_d128_f16_bytes0_headroom0", "wanfp4_sm90_directp_d64_f16_bytes0_headroom0"]
     assert [e[0] for e in script.sm90_variant_entries([{"stages": 3}])] == [
-        "wanfp4_sm90_directp_d128_stages3", "wanfp4_sm90_fp8_d128_stages3"]
+        "wanfp4_sm90_directp_d128_stages3", "wanfp4_sm90_fp8_d128_stages3",
+        "wanfp4_sm90_fp8_d128_split_tail0_stages3"]
 
 
 def test_headroom_option_checks_with_hmnmx2_and_a_vote_and_is_refused_where_it_does_not_apply():
@@ -774,3 +779,19 @@ def test_split_tail_is_fp8s_default_with_its_plain_kernel_beside_it():
         assert names == [f"wanfp4_sm90_fp8_d{d}", f"wanfp4_sm90_fp8_d{d}_split_tail0"]
     assert not any(sm90.default_config("direct-p", d)["split_tail"] for d in (128, 64))
     assert len(sm90.launch_configs("direct-p", 128)) == 1
+
+
+@pytest.mark.parametrize("mode", ["direct-p", "fp8"])
+def test_pdl_waits_for_the_launch_before_it_ahead_of_any_global_memory_access(mode):
+    """pdl (every config's default: the kernel as a programmatic dependent of the pre-pass's
+    quantise launch): every thread passes one griddepcontrol.wait before the first global load,
+    store or TMA copy, so the kernel never reads codes still being written; without pdl there is no
+    grid dependency control. (The launch attribute is host code, not in the PTX: the GPU check
+    compares the output with and without it.)"""
+    assert all(sm90.default_config(m, d)["pdl"] for m in ("direct-p", "fp8") for d in (64, 128))
+    ptx = ptx_of(compile_kernel(mode, 128, split_tail=False, options=KEEP))
+    body = ptx[ptx.index("{", ptx.index(".entry")):]
+    assert body.count("griddepcontrol.wait") == 1
+    first = re.search(r"\b(ld\.global|st\.global|atom\.global|red\.global|cp\.async\.bulk)", body)
+    assert first and body.index("griddepcontrol.wait") < first.start(), first
+    assert "griddepcontrol" not in ptx_of(compile_kernel(mode, 128, pdl=False, split_tail=False, options=KEEP))

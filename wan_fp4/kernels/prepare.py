@@ -33,7 +33,8 @@ Codes and scales equal `wan_fp4.reference.quantize_fp8` bit for bit (tests/test_
   five floats back (`range_stats`) instead of reducing the scales itself. Where all the codes fit
   in L2 it leaves them there for the kernel (KEEP_CODES_IN_L2). On sm90+ the later launches start
   as programmatic dependents of the statistics launch, so that Q's blocks, which need nothing
-  from it, run beside it (PDL_PREPASS).
+  from it, run beside it (PDL_PREPASS); the quantise launch lets the attention kernel after it
+  start early in turn (the sm90 kernel's `pdl` option).
 - torch (everything else): the same arithmetic in plain PyTorch, used on CPU.
 """
 from __future__ import annotations
@@ -412,7 +413,11 @@ if triton is not None:
         KEEP: the codes stored evict-last, Q, K and V read evict-first (KEEP_CODES_IN_L2).
         PDL: launched as a programmatic dependent of the statistics launch (PDL_PREPASS): Q's
         blocks need nothing from it, so they run while it does and wait for it (gdc_wait) only
-        before their atomics on stats_ptr, which it zeroes; K's and V's blocks wait first."""
+        before their atomics on stats_ptr, which it zeroes; K's and V's blocks wait first. It lets
+        the launch after it (the attention kernel, a programmatic dependent that waits for it to
+        finish before its first load) start at once."""
+        if PDL:
+            gdc_launch_dependents()
         pid = tl.program_id(0)
         bh = tl.program_id(1).to(tl.int64)  # element offsets exceed 2^31 at Wan sizes with B > 4
         offs_d = tl.arange(0, BLOCK_D)

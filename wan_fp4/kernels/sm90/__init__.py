@@ -72,14 +72,15 @@ def supports(q, k, v, mode, fp4=None) -> tuple[bool, str]:
 
 @lru_cache(maxsize=None)
 def source_reason(mode: str, head_dim: int) -> tuple[bool, str]:
-    """Whether a kernel for (mode, D) can be had: the DSL to JIT it, or a usable prebuilt object,
+    """Whether the kernels for (mode, D) can be had: the DSL to JIT them, or usable prebuilt objects,
     whose shim is linked here on first use (a fresh machine has none linked yet). Asked on every
     call, answered once per process: without the DSL, finding the prebuilt object reads and hashes
     the kernel sources."""
     if not _dsl_available():
         from .aot import find
 
-        if find(mode, head_dim) is None:
+        # every kernel a launch may pick (launch_configs: fp8's split and plain kernels)
+        if any(find(mode, head_dim, cfg) is None for cfg in launch_configs(mode, head_dim)):
             return False, "nvidia-cutlass-dsl (cutlass) is not installed and no prebuilt kernel is usable"
     return True, ""
 

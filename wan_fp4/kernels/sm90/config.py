@@ -13,7 +13,12 @@ N_WG = TILE_M // WG_M
 # (intra, FA3's intra-warp-group order); together 2-4% faster for direct-p and 5-6% for fp8 at the
 # Wan shapes, with the error against exact attention unchanged.
 DEFAULT_CONFIG = {"stages": 2, "fold": 4, "intra": True, "f16_bytes": False, "cluster": 1, "headroom": 0,
-                  "pingpong": 0, "sum_tree": False, "split_tail": False}
+                  "pingpong": 0, "sum_tree": False, "split_tail": False, "pdl": True}
+# pdl: the kernel launches as a programmatic dependent of the pre-pass's quantise launch (which lets
+# it start at once), so its launch and barrier set-up run under that launch's last programs. Paired
+# on H100s, the whole call from a CUDA graph at 1,024 tokens is 2.1-2.5% faster for direct-p on two
+# machines and -0.2 to +0.7% on a third (fp8 2.6-3.5%), 0.7-1.4% at 2,048; from 4,096 up no change
+# beyond what two identical kernels show (BENCHMARKS.md, 2026-12-05 tenth run).
 # Per-mode changes: direct-p makes its P bytes through f16 (1.75 instead of 2.75 instructions per
 # score; docs/SM90_GEN2.md item 1), bit-identical and 4-5% faster at the Wan shapes; and its codes
 # with the row reference held (headroom, item 12: no row max per tile; 0 = the running max).

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from .aot import PREBUILT, default_config, kernel_name
-from .config import N_WG
+from .aot import PREBUILT, kernel_name
+from .config import N_WG, launch_configs
 
 
 def run(q, k, v, mode, scale=None, fp4=None, return_lse=False, *, config=None, prebuilt=None):
@@ -53,7 +53,7 @@ def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, 
     from .layout import sm90_v_layout, v_layout_args
     from .split import plan
 
-    cfg = default_config(mode, head_dim, config)
+    cfg, *plain = launch_configs(mode, head_dim, config)
     b, h, _, d = ops.q8.shape
     if vt is None:
         want = v_layout_args(mode)
@@ -87,7 +87,7 @@ def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, 
                                device=ops.q8.device)
         else:
             # nothing to split: the kernel without the option (the same bits, and no decode)
-            cfg = {**cfg, "split_tail": False}
+            cfg = plain[0]
     tensors += (part, tickets)
     sizes = (b, h, ops.seq_q, ops.seq_kv, split, segments)
 

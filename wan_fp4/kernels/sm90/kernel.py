@@ -109,7 +109,7 @@ class Regs(NamedTuple):
 class Sm90Attention:
     def __init__(self, mode: str, head_dim: int, stages: int = 2, pingpong: int = 0, fold: int = 1,
                  intra: bool = False, f16_bytes: bool = False, cluster: int = 1, headroom: int = 0,
-                 sum_tree: bool = False, split_tail: bool = False):
+                 sum_tree: bool = False, split_tail: bool = False, pdl: bool = False):
         if mode not in ("direct-p", "fp8"):
             raise ValueError(f"mode must be 'direct-p' or 'fp8', got {mode!r}")
         if head_dim not in (64, 128):
@@ -163,6 +163,11 @@ class Sm90Attention:
         # split_tail: the last partial wave's query tiles split along the keys (split.py), each
         # segment a CTA
         self.split_tail = bool(split_tail)
+        # pdl: launched as a programmatic dependent of the launch before it in the stream (the
+        # pre-pass's quantise launch), so this grid's launch and barrier set-up overlap that
+        # launch's last programs; every thread waits for it (griddepcontrol.wait) before touching
+        # global memory, so the stream's order holds whatever launch came before
+        self.pdl = bool(pdl)
         self.o_row_words = head_dim // 2 + O_ROW_PAD_WORDS  # a staged output row: BF16 pairs, then padding
         self.threads = 128 * (N_WG + 1)
 
@@ -244,10 +249,11 @@ class Sm90Attention:
             sQ_layout, sK_layout, sV_layout, s_q, s_kv, c, p_part, p_ticket, tiles_m, h, n_full, segments,
         )
         if const_expr(self.cluster == 1):
-            launch.launch(grid=grid, block=[self.threads, 1, 1], stream=stream, min_blocks_per_mp=1)
+            launch.launch(grid=grid, block=[self.threads, 1, 1], stream=stream, min_blocks_per_mp=1,
+                          use_pdl=self.pdl)
         else:
             launch.launch(grid=grid, block=[self.threads, 1, 1], cluster=[self.cluster, 1, 1], stream=stream,
-                          min_blocks_per_mp=1)
+                          min_blocks_per_mp=1, use_pdl=self.pdl)
 
     def storage_struct(self, q_bytes, k_bytes, v_bytes):
         """The shared memory: the Q, K and V barriers, Q, the K and V^T stages, each consumer warp
@@ -330,6 +336,9 @@ class Sm90Attention:
             # the peer's multicast loads and releases reach this CTA's barriers: all initialised
             cute.arch.cluster_arrive_relaxed()
             cute.arch.cluster_wait()
+        if const_expr(self.pdl):
+            # the barriers are set up; nothing before this reads or writes global memory
+            cute.arch.griddepcontrol_wait()
 
         if wg == 0:
             # ---------------- producer: one warp issues all TMA loads
