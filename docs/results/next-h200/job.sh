@@ -7,8 +7,9 @@
 # pre-pass's jobs (measured and not kept), the statistics launch's shape sweep and `short_ncu` ran
 # the same day on H100s (docs/results/2026-12-05f-h100/, with those cases). The codes kept in L2
 # (prepare.KEEP_CODES_IN_L2) were paired on H100s only (docs/results/2026-12-05g-h100/): `keep_l2`
-# pairs them on an H200, and `pdl` the pre-pass's programmatic dependent launches (paired on an H100
-# only, docs/results/2026-12-05i-h100/). Prepare on the CPU first:
+# pairs them on an H200, `pdl` the pre-pass's programmatic dependent launches (paired on an H100
+# only, docs/results/2026-12-05i-h100/), and `kernel_pdl` the kernel as the quantise launch's
+# programmatic dependent (H100s only, docs/results/2026-12-05j-h100/). Prepare on the CPU first:
 #   ../shared/gpu/bundle.sh py && ../shared/gpu/bundle.sh dsl
 #   scripts/pack_sage2_source.sh /path/to/SageAttention    (commit d1a57a5)
 #   python3 scripts/build_prebuilt.py --only sm90 --out .device/sm90 --sm90-config '{"split_tail": true}' --sm90-head-dims 128 64
@@ -174,6 +175,16 @@ pdl)
   .device/zstd -q -d -c .device/shims.tar.zst | tar -C wan_fp4/kernels/prebuilt/sm90a -xf - || exit 4
   timeout 150 python3 docs/results/2026-12-05i-h100/pdl_check.py 2>&1 | tee $OUT/pdl_check.txt
   timeout 240 python3 docs/results/2026-12-05i-h100/pdl_pairs.py 2>&1 | grep -v "skipped inside" | tee $OUT/pdl_pairs.txt
+  ;;
+kernel_pdl)
+  # the attention kernel as the quantise launch's programmatic dependent (kernel option pdl),
+  # checked and paired on the H200 (measured on H100s only, docs/results/2026-12-05j-h100/); build
+  # .device/sm90_pair.tar.zst as that folder's job.sh says and carry it with .device/shims.tar.zst
+  .device/zstd -q -d -c .device/shims.tar.zst | tar -C wan_fp4/kernels/prebuilt/sm90a -xf - || exit 4
+  .device/zstd -q -d -c .device/sm90_pair.tar.zst | tar -C .device -xf - || exit 4
+  timeout 150 python3 docs/results/2026-12-05j-h100/kernel_pdl.py check 2>&1 | grep -v "skipped inside" | tee $OUT/kernel_pdl_check.txt
+  ORDER=alternate LSE=0 ROUNDS=4 timeout 360 python3 docs/results/2026-12-05j-h100/kernel_pdl.py pairs 2>&1 \
+    | grep -v "skipped inside" | tee $OUT/kernel_pdl_pairs.txt
   ;;
 sweep)
   # the length sweep against the two peers its targets name, with room to finish (peers_b's sweep
