@@ -34,6 +34,9 @@ line)
   timeout 170 python3 -m wan_fp4.cli check --kernels triton,sm90-cute > $OUT/check_line.txt 2>&1; echo "check rc=$?"
   tail -1 $OUT/check_line.txt; grep -E "^(FAIL|ERROR)" $OUT/check_line.txt | head -20
   timeout 300 python3 scripts/profile_sm90_device.py floor 2>&1 | grep -v "skipped inside" | tee $OUT/floor.txt ;;
+trace)
+  # the kernels' timestamps under torch.profiler in one graph replay, pdl and off, with and without the LSE
+  timeout 200 python3 $D/pdl_trace.py 2>&1 | grep -v "skipped inside" | tee $OUT/pdl_trace.txt ;;
 final)
   timeout 170 python3 -m wan_fp4.cli check --kernels triton,sm90-cute > $OUT/check_final.txt 2>&1; echo "check rc=$?"
   tail -1 $OUT/check_final.txt; grep -E "^(FAIL|ERROR)" $OUT/check_final.txt | head -20
