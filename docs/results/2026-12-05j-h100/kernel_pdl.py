@@ -2,7 +2,8 @@
 candidate default) against the same call without it ({"pdl": False}), both prebuilt, from
 .device/sm90_pair: first the output and LSE bit for bit over repeated eager calls and CUDA-graph
 replays (a read of codes still being written would show as a difference in some call), then the
-whole call from a CUDA graph alternated in rounds in one process, and each round's off / on."""
+whole call from a CUDA graph alternated in rounds in one process, and each round's off / on. (The
+tenth run's files were printed as "pdl", "off" and "off/pdl"; LABEL names the variant since.)"""
 import json
 import os
 import sys
@@ -17,6 +18,8 @@ from wan_fp4.kernels.sm90 import host  # noqa: E402
 
 use_prebuilt_dir(".device/sm90_pair")
 OFF = json.loads(os.environ.get("OFF", '{"pdl": false}'))  # OFF={}: an A/A control, the same kernel twice
+# OFF='{"sv_smem": true}' LABEL=sv_smem: another variant against the default, the same way
+LABEL = os.environ.get("LABEL", "off")
 CHECK = (("direct-p", 1, 40, 1024, 1024, 128), ("fp8", 1, 40, 1024, 1024, 128), ("direct-p", 2, 3, 1000, 1000, 64),
          ("fp8", 1, 12, 32760, 32760, 128), ("direct-p", 1, 12, 32760, 512, 128), ("fp8", 1, 5, 4097, 300, 64))
 PAIRS = tuple(c for c in (("direct-p", 40, 1024, 1024, 128), ("fp8", 40, 1024, 1024, 128), ("direct-p", 40, 2048, 2048, 128),
@@ -65,7 +68,7 @@ if "check" in sys.argv[1:]:
             torch.cuda.synchronize()
             replays += same(box["out"], want)
         finite = bool(torch.isfinite(want[0].float()).all())
-        print(f"{mode} B{b} H{h} Sq{sq} Skv{skv} D{d}: pdl's output and LSE equal to pdl off's in {eager}/20 eager "
+        print(f"{mode} B{b} H{h} Sq{sq} Skv{skv} D{d}: the default's output and LSE equal to {LABEL}'s in {eager}/20 eager "
               f"calls and {replays}/10 graph replays (finite: {finite})", flush=True)
         del q, k, v, want, box, g
         torch.cuda.empty_cache()
@@ -85,7 +88,7 @@ if "pairs" in sys.argv[1:]:
                 times[label].append(_graph_ms(lambda: call(q, k, v, mode, cfg), launches) * 1e3)
             ratios.append(times["off"][-1] / times[None][-1])
         on, off = times[None], times["off"]
-        print(f"{mode} B1 H{h} Sq{sq} Skv{skv} D{d}: call: pdl {min(on):.1f}-{max(on):.1f} us, off {min(off):.1f}-"
-              f"{max(off):.1f} us, off/pdl {' '.join(f'{r:.3f}' for r in ratios)}", flush=True)
+        print(f"{mode} B1 H{h} Sq{sq} Skv{skv} D{d}: call: default {min(on):.1f}-{max(on):.1f} us, {LABEL} {min(off):.1f}-"
+              f"{max(off):.1f} us, {LABEL}/default {' '.join(f'{r:.3f}' for r in ratios)}", flush=True)
         del q, k, v
         torch.cuda.empty_cache()
