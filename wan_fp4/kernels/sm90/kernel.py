@@ -248,12 +248,9 @@ class Sm90Attention:
             mma_qk, mma_pv, tma_q, tQ, tma_k, tK, tma_v, tV, mO, mL, mSq, mSk, mSv,
             sQ_layout, sK_layout, sV_layout, s_q, s_kv, c, p_part, p_ticket, tiles_m, h, n_full, segments,
         )
-        if const_expr(self.cluster == 1):
-            launch.launch(grid=grid, block=[self.threads, 1, 1], stream=stream, min_blocks_per_mp=1,
-                          use_pdl=self.pdl)
-        else:
-            launch.launch(grid=grid, block=[self.threads, 1, 1], cluster=[self.cluster, 1, 1], stream=stream,
-                          min_blocks_per_mp=1, use_pdl=self.pdl)
+        cluster = {} if self.cluster == 1 else {"cluster": [self.cluster, 1, 1]}  # no cluster launch for 1
+        launch.launch(grid=grid, block=[self.threads, 1, 1], stream=stream, min_blocks_per_mp=1, use_pdl=self.pdl,
+                      **cluster)
 
     def storage_struct(self, q_bytes, k_bytes, v_bytes):
         """The shared memory: the Q, K and V barriers, Q, the K and V^T stages, each consumer warp
