@@ -37,15 +37,6 @@ line)
 trace)
   # the kernels' timestamps under torch.profiler in one graph replay, pdl and off, with and without the LSE
   timeout 200 python3 $D/pdl_trace.py 2>&1 | grep -v "skipped inside" | tee $OUT/pdl_trace.txt ;;
-sv_smem)
-  # the V scales in shared memory (kernel option sv_smem: `git apply $D/sv_smem.diff`, then build
-  # .device/sm90_pair with --sm90-config '{"sv_smem": true}' --sm90-head-dims 64 128 and the package's
-  # prebuilt folder; not run: no machine could be started): bit for bit against the default, then
-  # paired, order alternated
-  export OFF='{"sv_smem": true}' LABEL=sv_smem
-  timeout 120 python3 $D/kernel_pdl.py check 2>&1 | grep -v "skipped inside" | tee $OUT/sv_smem_check.txt
-  ORDER=alternate LSE=0 ROUNDS=6 MAX_S=4096 timeout 200 python3 $D/kernel_pdl.py pairs 2>&1 | grep -v "skipped inside" | tee $OUT/sv_smem_pairs.txt
-  ORDER=alternate LSE=0 ROUNDS=2 MIN_S=7680 timeout 120 python3 $D/kernel_pdl.py pairs 2>&1 | grep -v "skipped inside" | tee -a $OUT/sv_smem_pairs.txt ;;
 final)
   timeout 170 python3 -m wan_fp4.cli check --kernels triton,sm90-cute > $OUT/check_final.txt 2>&1; echo "check rc=$?"
   tail -1 $OUT/check_final.txt; grep -E "^(FAIL|ERROR)" $OUT/check_final.txt | head -20
