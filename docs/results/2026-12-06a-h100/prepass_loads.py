@@ -1,8 +1,10 @@
-"""The column statistics launch with each tile's loads issued before the previous tile is added
-(prepare.STATS_AHEAD) against the plain loop, and with two statistics programs per SM
-(prepare._PROGRAMS_PER_SM = 2, shorter chunks): bytes against the torch path, the partials alone
-(L2 warm and flushed), the pre-pass and the whole call from CUDA graphs, variants alternated per
-round. A job script, not part of the package: the variants are prepare's module constants."""
+"""The pre-pass's loads issued earlier: the column statistics with each tile's loads issued before
+the previous tile is added (prepare.STATS_AHEAD, "ahead") against the plain loop ("plain"), and
+with that the quantise launch's K and V blocks reading their rows before they wait for the
+statistics and read their totals (prepare.QUANT_ROWS_FIRST, "both"): bytes against the torch path,
+the partials alone (L2 warm and flushed), the pre-pass and the whole call from CUDA graphs,
+variants alternated per round, each against "plain" and "both" against "ahead". A job script, not
+part of the package: the variants are prepare's module constants."""
 import os
 import sys
 
@@ -16,9 +18,7 @@ from wan_fp4.kernels import prepare  # noqa: E402
 from wan_fp4.kernels.sm90 import host  # noqa: E402
 from wan_fp4.kernels.sm90.layout import v_layout_args  # noqa: E402
 
-VARIANTS = {"plain": (False, 1), "ahead": (True, 1), "ahead_pps2": (True, 2)}
-if os.environ.get("SET") == "min":  # the least that decides it, for a call with little device time left
-    VARIANTS.pop("ahead_pps2")
+VARIANTS = {"plain": (False, False), "ahead": (True, False), "both": (True, True)}
 ROUNDS = int(os.environ.get("ROUNDS", 4))
 SHAPES = ((40, 1024, 1024), (40, 2048, 2048), (40, 4096, 4096), (12, 32760, 512), (12, 32760, 32760),
           (40, 32760, 32760), (40, 75600, 75600))
@@ -29,14 +29,15 @@ junk = torch.empty(4 * torch.cuda.get_device_properties(0).L2_cache_size, dtype=
 
 
 def use(name):
-    prepare.STATS_AHEAD, prepare._PROGRAMS_PER_SM = VARIANTS[name]
+    prepare.STATS_AHEAD, prepare.QUANT_ROWS_FIRST = VARIANTS[name]
 
 
 def flush():
     junk.fill_(1)
 
 
-SET = os.environ.get("SET", "short")  # short: the shapes whose whole call is timed; long: the rest; min
+# short: the shapes whose whole call is timed; long: the rest; min: the least that decides it
+SET = os.environ.get("SET", "short")
 for h, sq, skv in SHAPES:
     if SET == "min" and (h, sq) not in ((40, 1024), (40, 4096)):
         continue
@@ -79,7 +80,9 @@ for h, sq, skv in SHAPES:
             print(f"H{h} Sq{sq} Skv{skv} {part}{' (L2 flushed first)' if cold else ''}: "
                   + "; ".join(f"{n} {min(t):.1f}-{max(t):.1f} us"
                               + ("" if n == "plain" else " (/plain " + " ".join(f"{a / b:.3f}" for a, b in zip(t, base)) + ")")
-                              for n, t in times.items()), flush=True)
-    use("ahead")
+                              for n, t in times.items())
+                  + "; both/ahead " + " ".join(f"{a / b:.3f}" for a, b in zip(times["both"], times["ahead"])),
+                  flush=True)
+    use("both")
     del q, k, v, want
     torch.cuda.empty_cache()
