@@ -217,6 +217,11 @@ wait = q_pdl.find("griddepcontrol.wait")
 partials = re.search(r"ld\.global(\.\S+)?\.(b|u|f)64", q_pdl).start()
 assert -1 < q_pdl.find("st.global.b8") < wait < min(q_pdl.find("atom.global"), partials)
 assert not any("griddepcontrol" in t for t in (*quant.values(), stats[False], totals[False]) if t is not q_pdl)
+# every block (Q's, K's and V's, in that order in the PTX, one wait each) issues its rows' loads
+# before it waits, so that none is left after the last wait
+waits = [m.start() for m in re.finditer(r"griddepcontrol\.wait", q_pdl)]
+rows = [q_pdl[a:b].count("ld.global.b16") for a, b in zip([0, *waits], [*waits, len(q_pdl)])]
+assert len(waits) == 3 and min(rows[:3]) > 0 and rows[3] == 0, rows
 # KEEP: every code store is evict-last in L2 and every Q, K, V load evict-first; without it no hint at all
 kept, plain = quant[True, True, False], quant[True, False, False]
 first = kept.count("ld.global.L1::evict_first.L2::cache_hint.b16")

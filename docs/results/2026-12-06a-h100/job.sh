@@ -1,5 +1,6 @@
 # 2026-12-06: the pre-pass's loads issued earlier (prepass_loads.py: prepare.STATS_AHEAD and
-# prepare.QUANT_ROWS_FIRST), paired against the plain launches. Apply prepass_loads.diff first. Carry
+# prepare.QUANT_ROWS_FIRST), paired against the plain launches; run with prepass_loads.diff applied to
+# 1daed27 (BENCHMARKS.md, 2026-12-06; later commits have the rows first as the only path). Carry
 # [".device/py.tar.zst", ".device/install.sh", ".device/zstd", ".device/shims.tar.zst"]:
 #   bash docs/results/2026-12-06a-h100/job.sh short
 set -o pipefail
@@ -16,6 +17,9 @@ short)
   ROUNDS=3 timeout 280 python3 $D/prepass_loads.py 2>&1 | grep -v "skipped inside" | tee $OUT/short.txt ;;
 min)
   SET=min ROUNDS=3 timeout 150 python3 $D/prepass_loads.py 2>&1 | grep -v "skipped inside" | tee $OUT/min.txt ;;
+rows)
+  VARIANTS=plain,rows ROUNDS=3 timeout 200 python3 $D/prepass_loads.py 2>&1 | grep -v "skipped inside" | tee $OUT/rows_short.txt
+  VARIANTS=plain,rows SET=long ROUNDS=2 timeout 200 python3 $D/prepass_loads.py 2>&1 | grep -v "skipped inside" | tee $OUT/rows_long.txt ;;
 long)
   SET=long ROUNDS=2 timeout 250 python3 $D/prepass_loads.py 2>&1 | grep -v "skipped inside" | tee $OUT/long.txt ;;
 *) echo "unknown case $1"; exit 2 ;;

@@ -18,7 +18,8 @@ from wan_fp4.kernels import prepare  # noqa: E402
 from wan_fp4.kernels.sm90 import host  # noqa: E402
 from wan_fp4.kernels.sm90.layout import v_layout_args  # noqa: E402
 
-VARIANTS = {"plain": (False, False), "ahead": (True, False), "both": (True, True)}
+ALL = {"plain": (False, False), "ahead": (True, False), "rows": (False, True), "both": (True, True)}
+VARIANTS = {n: ALL[n] for n in os.environ.get("VARIANTS", "plain,ahead,both").split(",")}  # "plain" first
 ROUNDS = int(os.environ.get("ROUNDS", 4))
 SHAPES = ((40, 1024, 1024), (40, 2048, 2048), (40, 4096, 4096), (12, 32760, 512), (12, 32760, 32760),
           (40, 32760, 32760), (40, 75600, 75600))
@@ -81,8 +82,9 @@ for h, sq, skv in SHAPES:
                   + "; ".join(f"{n} {min(t):.1f}-{max(t):.1f} us"
                               + ("" if n == "plain" else " (/plain " + " ".join(f"{a / b:.3f}" for a, b in zip(t, base)) + ")")
                               for n, t in times.items())
-                  + "; both/ahead " + " ".join(f"{a / b:.3f}" for a, b in zip(times["both"], times["ahead"])),
+                  + ("; both/ahead " + " ".join(f"{a / b:.3f}" for a, b in zip(times["both"], times["ahead"]))
+                     if {"both", "ahead"} <= set(times) else ""),
                   flush=True)
-    use("both")
+    use(list(VARIANTS)[-1])
     del q, k, v, want
     torch.cuda.empty_cache()
