@@ -421,20 +421,6 @@ def test_the_quantise_launch_takes_its_lengths_as_arguments_even_when_one():
     assert set(prepare.LENGTH_ARGS) <= set(kern.arg_names)
 
 
-@pytest.mark.parametrize("fold", [0, 8192])
-def test_quantise_launch_with_totals_folded_or_not_and_v_permuted(monkeypatch, fold):
-    """The quantise launch's blocks read their rows before their column totals, folded into the
-    launch or from their own: the reference's bytes either way, and V's keys permuted as the
-    kernel asks with its ones rows, past S padded, the torch path's bytes."""
-    monkeypatch.setattr(prepare, "FOLD_READS", fold)
-    q, k, v = _inputs(2, 150, 300, 3, 64, seed=34)
-    _assert_same_as_reference(prepare._prepare_triton(q, k, v, hw_cvt=False), q, k, v)
-    perm = tuple(torch.randperm(32, generator=torch.Generator().manual_seed(35)).tolist())
-    prep = prepare._prepare_triton(q, k, v, hw_cvt=False, v_perm=perm, v_ones_rows=8)
-    want = prepare._prepare_torch(q, k, v, v_perm=perm, v_ones_rows=8)
-    assert torch.equal(prep.v8t.view(torch.uint8), want.v8t.view(torch.uint8))
-
-
 @pytest.mark.parametrize("l2", [0, 1 << 40])
 def test_codes_kept_in_l2_or_not_are_the_same_bytes(monkeypatch, l2):
     """Keeping the codes in L2 (KEEP_CODES_IN_L2) only adds cache hints to the quantise launch: with
