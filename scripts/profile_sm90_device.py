@@ -102,8 +102,8 @@ def launch(configs, shape=(1, 12, 32760, 128), mode="direct-p", s_kv=None):
 def prepass(repeats=5):
     """The pre-pass at H40 S1024, 4096 and 7680 and at the Wan shapes: its bytes against the
     torch path's on the GPU, in `repeats` calls (a sum whose order depended on scheduling would
-    show as a call that differs), then its time with the default key chunk and each of
-    STATS_CHUNKS, eagerly and from a CUDA graph, and the rate of the bytes any pre-pass must move
+    show as a call that differs), then its time with the default statistics programs and each of
+    STATS_PROGRAMS' (warps, keys), eagerly and from a CUDA graph, and the rate of the bytes any pre-pass must move
     (Q, K, V read once, codes written; this one reads K and V twice)."""
     import triton.testing as tt
 
@@ -123,10 +123,12 @@ def prepass(repeats=5):
         print(f"B{b} H{h} S{s}  pre-pass == torch path, bitwise, {repeats} calls: "
               f"{'yes' if not differing else 'NO: ' + ', '.join(differing)}", flush=True)
         moved = 3 * q.numel() * 2 + want.q8.numel() + want.k8.numel() + want.v8t.numel()
-        chunks = {"default chunk " + str(prepare.stats_chunk(s, b * h, prepare._sm_count(q.device))): None}
-        chunks.update({f"chunk {c}": c for c in prepare.STATS_CHUNKS})
-        for name, chunk in chunks.items():
-            fn = lambda q=q, k=k, v=v, chunk=chunk: prepare._prepare_triton(q, k, v, True, chunk=chunk, **layout)  # noqa: E731
+        default = prepare.stats_programs(s, b * h, prepare._sm_count(q.device))
+        shapes = {f"default {default[0]}w x {default[1]}": None}
+        shapes.update({f"{w}w x {c} keys": (w, c) for w, chunks in prepare.STATS_PROGRAMS for c in chunks})
+        for name, programs in shapes.items():
+            fn = lambda q=q, k=k, v=v, programs=programs: prepare._prepare_triton(  # noqa: E731
+                q, k, v, True, programs=programs, **layout)
             eager = tt.do_bench(fn, warmup=25, rep=200, return_mode="median")
             ms = _graph_ms(fn, 10, rep=200)
             print(f"B{b} H{h} S{s}  whole pre-pass, {name:18s} {ms:.4f} ms from a CUDA graph, {eager:.4f} eager "

@@ -86,18 +86,19 @@ def test_layout_padding_and_strided_input(backend):
     _assert_same_as_reference(prep, q, k, v)
 
 
-@pytest.mark.parametrize("chunk", [None, *prepare.STATS_CHUNKS])
-def test_column_stats_pass_has_the_reference_bits(chunk):
-    """The Triton pass for the K mean (float64 partial sums over key chunks of every length it
-    picks from) and the V channel amax equals reference.key_mean and the torch amax bit for bit,
-    across several chunks, with strided (B, S, H, D) inputs and a K whose mean is large."""
+@pytest.mark.parametrize("programs", [None, *((w, c) for w, chunks in prepare.STATS_PROGRAMS for c in (chunks[0], chunks[-1]))])
+def test_column_stats_pass_has_the_reference_bits(programs):
+    """The Triton pass for the K mean (float64 partial sums over key chunks of the longest and
+    shortest length of each program width it picks from; the length is an argument of one
+    compiled loop) and the V channel amax equals reference.key_mean and the torch amax bit for bit,
+    with strided (B, S, H, D) inputs and a K whose mean is large."""
     q, k, v = _inputs(2, 10, 2500, 3, 64, seed=21)
     ks, vs = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (k, v))
-    k_mean, v_amax = prepare._column_stats_triton(ks, vs, chunk)
+    k_mean, v_amax = prepare._column_stats_triton(ks, vs, programs)
     assert torch.equal(k_mean, reference.key_mean(k))
     assert torch.equal(v_amax, prepare._v_amax(v))
-    if chunk is not None:  # the whole pre-pass with that chunk (how the device profile times each)
-        _assert_same_as_reference(prepare._prepare_triton(q, ks, vs, hw_cvt=False, chunk=chunk), q, k, v)
+    if programs is not None:  # the whole pre-pass with them (how the device profile times each)
+        _assert_same_as_reference(prepare._prepare_triton(q, ks, vs, hw_cvt=False, programs=programs), q, k, v)
 
 
 @pytest.mark.parametrize("loads", [16, 5])
@@ -111,10 +112,10 @@ def test_totals_in_the_quantise_launch_or_their_own_give_the_same_bytes(monkeypa
     k = k + 3.0  # a mean worth subtracting
     monkeypatch.setattr(prepare, "TOTALS_LOADS", loads)
     monkeypatch.setattr(prepare, "FOLD_READS", 0)
-    own = prepare._prepare_triton(q, k, v, hw_cvt=False, chunk=64)
+    own = prepare._prepare_triton(q, k, v, hw_cvt=False, programs=(1, 64))
     monkeypatch.setattr(prepare, "FOLD_READS", 8192)
     box = {}
-    made = count_ops(lambda: box.update(ops=prepare._prepare_triton(q, k, v, hw_cvt=False, chunk=64)))
+    made = count_ops(lambda: box.update(ops=prepare._prepare_triton(q, k, v, hw_cvt=False, programs=(1, 64))))
     assert made.triton == {"_column_stats_kernel": 1, "_quant_kernel": 1}, "2 x 3 heads x 8 blocks x 16 chunks fold"
     folded = box["ops"]
     for name in ("q8", "k8", "v8t", "q_scale", "k_scale", "v_scale", "k_mean", "range_stats"):
@@ -125,24 +126,24 @@ def test_totals_in_the_quantise_launch_or_their_own_give_the_same_bytes(monkeypa
     _assert_same_as_reference(folded, q, k, v)
 
 
-def test_stats_chunk_keeps_every_sm_busy():
-    """Long sequences keep 512-key chunks; short ones get shorter chunks, so that every SM has a
-    program (H200: 132 SMs)."""
-    assert prepare.stats_chunk(75600, 40, 132) == 512
-    assert prepare.stats_chunk(4096, 40, 132) == 512  # 8 chunks x 40 heads = 320 programs
-    assert prepare.stats_chunk(1024, 40, 132) == 256  # 4 x 40 = 160; 512-key chunks give 80
-    assert prepare.stats_chunk(1024, 12, 132) == 64  # 16 x 12 = 192
-    assert prepare.stats_chunk(100, 1, 132) == 64  # never below the shortest
+def test_stats_programs_fill_every_sm():
+    """One-warp programs, the longest chunk that still gives every SM eight warps (H100/H200: 132
+    SMs); four-warp programs where one-warp ones would need chunks under 32 keys."""
+    assert prepare.stats_programs(75600, 40, 132) == (1, 512)  # 148 chunks x 40 heads = 5,920 programs
+    assert prepare.stats_programs(32760, 12, 132) == (1, 256)  # 128 x 12 = 1,536; 512-key chunks give 768
+    assert prepare.stats_programs(4096, 40, 132) == (1, 128)  # 32 x 40 = 1,280
+    assert prepare.stats_programs(1024, 40, 132) == (1, 32)  # 32 x 40 = 1,280; 64-key chunks give 640
+    assert prepare.stats_programs(1024, 12, 132) == (4, 64)  # 32-key one-warp programs give 384 warps
+    assert prepare.stats_programs(512, 12, 132) == (4, 64)  # never below the last choice's shortest
 
 
-def test_column_stats_refuse_a_chunk_that_is_not_whole_tiles(monkeypatch):
-    """A chunk that is not a whole number of STATS_ROWS tiles would read into the next chunk's
-    keys and count them twice: refused by name, never summed."""
+def test_column_stats_refuse_a_chunk_that_is_not_whole_tiles():
+    """A chunk that is not a whole number of a program's tiles (STATS_WARP_ROWS keys a warp) would
+    read into the next chunk's keys and count them twice: refused by name, never summed."""
     _, k, v = _inputs(1, 10, 300, 2, 64, seed=5)
-    assert all(c % prepare.STATS_ROWS == 0 for c in prepare.STATS_CHUNKS)
-    monkeypatch.setattr(prepare, "STATS_ROWS", 128)
-    with pytest.raises(ValueError, match="STATS_ROWS"):
-        prepare._column_stats_triton(k, v, 64)
+    assert all(c % (w * prepare.STATS_WARP_ROWS) == 0 for w, chunks in prepare.STATS_PROGRAMS for c in chunks)
+    with pytest.raises(ValueError, match="STATS_WARP_ROWS"):
+        prepare._column_stats_triton(k, v, (4, 48))
 
 
 PERM = tuple((7 * i + 3) % 32 for i in range(32))  # any permutation of a 32-key block

@@ -196,8 +196,8 @@ quant = {(fold, keep, pdl): ptx(prepare._quant_kernel, dict(q_ptr="*bf16", k_ptr
     KEEP=keep, PDL=pdl), num_warps=prepare.QUANT_WARPS)
     for fold, keep, pdl in ((False, False, False), (True, False, False), (True, True, False), (True, False, True))}
 stats, totals = ({pdl: ptx(prepare._column_stats_kernel, dict(k_ptr="*bf16", v_ptr="*bf16", ksum_ptr="*fp64",
-    vmax_ptr=f32, stats_ptr=f32), dict(D=128, BLOCK_D=128, CHUNK=512, ROWS=prepare.STATS_ROWS, PDL=pdl),
-    num_warps=prepare.STATS_WARPS, num_stages=prepare.STATS_STAGES) for pdl in (False, True)},
+    vmax_ptr=f32, stats_ptr=f32), dict(D=128, BLOCK_D=128, ROWS=prepare.STATS_WARP_ROWS, PDL=pdl),
+    num_warps=1, maxnreg=prepare.STATS_MAXNREG) for pdl in (False, True)},
     {pdl: ptx(prepare._column_totals_kernel, dict(ksum_ptr="*fp64", vmax_ptr=f32, mean_ptr=f32, amax_ptr=f32),
     dict(D=128, BLOCK_D=128, GROUP=prepare.TOTALS_LOADS, PDL=pdl), num_warps=4) for pdl in (False, True)})
 # the maxima that flag non-finite inputs keep NaN (plain max.f32 returns the other operand)
@@ -245,4 +245,56 @@ def test_kernels_compile_for_sm90_with_the_modes_constants():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     done = subprocess.run([sys.executable, "-c", COMPILE_FOR_SM90], cwd=root, env=env, capture_output=True,
                           text=True, timeout=900)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+
+
+STATS_LOOP_SASS = r'''
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from wan_fp4.eval.sass_profile import _cuobjdump, find_cuobjdump, parse_sass
+from wan_fp4.kernels import prepare
+
+fn = prepare._column_stats_kernel
+names = list(fn.arg_names)
+types = dict(k_ptr="*bf16", v_ptr="*bf16", ksum_ptr="*fp64", vmax_ptr="*fp32", stats_ptr="*fp32")
+# what a launch specialises on: aligned pointers, unit column strides, the other strides and the
+# chunk length multiples of 16 (every chunk of STATS_PROGRAMS is)
+aligned = ("k_ptr", "v_ptr", "ksum_ptr", "vmax_ptr", "stats_ptr", "chunk_len", "skb", "sks", "skh", "svb", "svs", "svh")
+exe = find_cuobjdump()
+for warps, chunks in prepare.STATS_PROGRAMS:
+    assert all(c % 16 == 0 for c in chunks), chunks
+    consts = dict(D=128, BLOCK_D=128, ROWS=warps * prepare.STATS_WARP_ROWS, PDL=True, skd=1, svd=1)
+    sig = {n: "constexpr" if n in consts else types.get(n, "i32") for n in names}
+    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in aligned}
+    k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs), target=GPUTarget("cuda", 90, 32),
+                       options=dict(num_warps=warps, maxnreg=prepare.STATS_MAXNREG))
+    ins = parse_sass(_cuobjdump(k.asm["cubin"], "-sass", exe))
+    back = [i for i in ins if i.base == "BRA" and i.pred and int(i.args.split()[0], 16) < i.addr]
+    top = int(back[-1].args.split()[0], 16)
+    body = [i for i in ins if top <= i.addr < back[-1].addr]
+    loads = [n for n, i in enumerate(body) if i.base == "LDG"]
+    reads = [n for n, i in enumerate(body) if i.base in ("F2F", "HFMA2", "PRMT", "DADD", "FMNMX")]
+    assert len(loads) == 8, (warps, len(loads))  # K and V: 4 rows of 16 bytes a thread each
+    assert max(loads) < min(reads), (warps, "a loaded value read before the step's last load issued")
+print("ok")
+'''
+
+
+def test_statistics_loop_issues_all_its_loads_before_it_reads_one():
+    """The column statistics' loop, compiled for sm_90a as a launch specialises it, for each program
+    width: each step's 8 loads (K's and V's rows, 16 bytes a thread) all issue before the first
+    instruction that reads a loaded value, so that a step costs one round trip, not several.
+    ptxas without STATS_MAXNREG (Triton 3.9 here, 3.6 on the device) compiles some chunk lengths
+    with each load read before the next issues (BENCHMARKS.md, 2026-12-06 second run)."""
+    import subprocess
+
+    from wan_fp4.eval.sass_profile import find_cuobjdump
+
+    if find_cuobjdump() is None:
+        pytest.skip("no cuobjdump (CUDA toolkit or triton's bundled copy)")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, "-c", STATS_LOOP_SASS], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=600)
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]

@@ -468,16 +468,16 @@ if triton is not None:
             tl.atomic_max(stats_ptr + 2 + (pid >= nq).to(tl.int32) + (pid >= nq + nk).to(tl.int32), bad)
 
     @triton.jit
-    def _column_stats_kernel(k_ptr, v_ptr, ksum_ptr, vmax_ptr, stats_ptr, S, H, n_chunks,
+    def _column_stats_kernel(k_ptr, v_ptr, ksum_ptr, vmax_ptr, stats_ptr, S, H, n_chunks, chunk_len,
                              skb, sks, skh, skd, svb, svs, svh, svd,
-                             D: tl.constexpr, BLOCK_D: tl.constexpr, CHUNK: tl.constexpr,
-                             ROWS: tl.constexpr, PDL: tl.constexpr):
-        """Partial column statistics of one CHUNK of keys of one (b, h): the float64 sum of K
-        (exact for BF16 values in any realistic range, so the total does not depend on how the
+                             D: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr, PDL: tl.constexpr):
+        """Partial column statistics of one chunk of chunk_len keys of one (b, h): the float64 sum
+        of K (exact for BF16 values in any realistic range, so the total does not depend on how the
         keys are split) and the max |V|, into (B*H, n_chunks, D). Accumulated elementwise in a
         (ROWS, D) tile and reduced across rows once at the end (a cross-thread reduction per
-        loaded tile would cost more than the loads). The first program also zeroes the five
-        range statistics the quantise launch raises. PDL: the next launch may start at once (its
+        loaded tile would cost more than the loads). The chunk length is an argument, so that one
+        compiled loop serves every length. The first program also zeroes the five range
+        statistics the quantise launch raises. PDL: the next launch may start at once (its
         programs wait for this one where they read what it writes)."""
         if PDL:
             gdc_launch_dependents()
@@ -488,8 +488,8 @@ if triton is not None:
         offs_d = tl.arange(0, BLOCK_D)
         ksum = tl.zeros((ROWS, BLOCK_D), tl.float64)
         vmax = tl.zeros((ROWS, BLOCK_D), tl.float32)
-        for r in range(0, CHUNK, ROWS):
-            offs_s = chunk * CHUNK + r + tl.arange(0, ROWS)
+        for r in range(0, chunk_len, ROWS):
+            offs_s = chunk * chunk_len + r + tl.arange(0, ROWS)
             ok = (offs_s[:, None] < S) & (offs_d[None, :] < D)
             kx = tl.load(k_ptr + b * skb + h * skh + offs_s[:, None] * sks + offs_d[None, :] * skd,
                          mask=ok, other=0.0)
@@ -521,20 +521,34 @@ if triton is not None:
         tl.store(amax_ptr + bh * D + offs_d, vmax, mask=offs_d < D)
 
 
-STATS_CHUNKS = (512, 256, 128, 64)  # keys per column-statistics program, longest first
-# One program per SM is enough to keep the column statistics' reads going; shorter chunks than
-# that only add partials and programs (measured on the H200: BENCHMARKS.md)
-_PROGRAMS_PER_SM = 1
-# Launch shapes (module constants, so that a job on the GPU can time others in one process).
+# The column statistics' programs: (warps, keys per program) by preference, the first whose
+# programs give every SM _WARPS_PER_SM warps. A program of one warp ends without a reduction across
+# warps (a third of a short launch's warp samples with four, ncu: docs/SM90_GEN2.md item 36); where
+# one-warp programs would need chunks under 32 keys, their partials (the quantise launch reads
+# TOTALS_LOADS of them a step) cost more than that saves, and programs of four warps take the work.
+# Paired with the launches before (BENCHMARKS.md, 2026-12-06 second run), on an H200 the pre-pass
+# 9% faster at B1 H40 1,024 and 2,048 tokens, 7% at H12 1,024, 4-5% for the 1.3B model's cross
+# attention, 2.4-3.6% at the Wan self-attention lengths, 1.2-1.6% at 4,096 (the whole call at H40
+# 1,024 tokens 3.3-3.5%); on an H100, measured piece by piece, 1-7% except 1% slower at 4,096.
+STATS_PROGRAMS = ((1, (512, 256, 128, 64, 32)), (4, (512, 256, 128, 64)))
+_WARPS_PER_SM = 8
+STATS_WARP_ROWS = 8  # keys a warp loads per step (8 loads of 16 bytes a thread at D128)
+# ptxas left to itself gives some compilations of the statistics loop 128 registers and reads each
+# load before issuing the next (one round trip after another; which ones depends on the chunk and
+# the Triton version). A limit of 168 makes it issue all of a step's loads first in every
+# compilation read (sm_90a SASS, Triton 3.6 on the device and 3.9 here), at 163-166 registers.
+STATS_MAXNREG = 168
+# Launch shapes are module constants, so that a job on the GPU can time others in one process.
 # Measured on the H200 (BENCHMARKS.md, 2026-12-03): four warps per quantised block beat eight by
 # 5-8% at every length measured, 1,024 to 32,760 tokens
-STATS_WARPS, STATS_ROWS, STATS_STAGES = 4, 32, 3  # column statistics: warps, keys per loaded tile, loads in flight
 QUANT_WARPS = 4  # the quantise launch: warps per 128-row block
 # Each K or V block of the quantise launch may sum its head's column partials itself, sparing the
 # totals launch (1.2-1.7 us from a CUDA graph at 1,024-4,096 tokens, H200); those reads grow with
 # blocks x chunks, and past this many partial rows read by all K blocks (B*H * K blocks * chunks)
-# they cost more than the launch (BENCHMARKS.md, 2026-12-04, sixth run)
-FOLD_READS = 8192
+# they cost more than the launch (BENCHMARKS.md, 2026-12-04, sixth run; raised from 8,192 for the
+# one-warp statistics programs, whose 32 chunks a head at B1 H40 1,024 tokens make 10,240 reads and
+# were 2.5% faster folded: BENCHMARKS.md, 2026-12-06 second run)
+FOLD_READS = 16384
 TOTALS_LOADS = 16  # the totals, wherever taken: chunks' partials loaded per step (unrolled)
 # The kernel reads the codes right after the quantise launch writes them, and nothing reads Q, K or
 # V after it: where all the codes fit in L2, the launch stores them evict-last and reads its inputs
@@ -574,14 +588,16 @@ def keep_codes(code_bytes: int, device: torch.device) -> bool:
     return KEEP_CODES_IN_L2 and code_bytes <= _l2_bytes(device)
 
 
-def stats_chunk(s: int, bh: int, sms: int) -> int:
-    """Keys per column-statistics program: the longest of STATS_CHUNKS that still gives every SM
-    a program (B*H * S / chunk of them); a short sequence in 512-key chunks would leave most SMs
-    idle (80 programs at B1 H40 S1024 on 132 SMs)."""
-    for chunk in STATS_CHUNKS:
-        if -(-s // chunk) * bh >= _PROGRAMS_PER_SM * sms:
-            return chunk
-    return STATS_CHUNKS[-1]
+def stats_programs(s: int, bh: int, sms: int) -> tuple[int, int]:
+    """(warps, keys) of each column-statistics program (STATS_PROGRAMS): the first choice, longest
+    chunk first, whose B*H * S / keys programs give every SM _WARPS_PER_SM warps; where none does,
+    the last choice's shortest chunk."""
+    for warps, chunks in STATS_PROGRAMS:
+        for keys in chunks:
+            if -(-s // keys) * bh * warps >= _WARPS_PER_SM * sms:
+                return warps, keys
+    warps, chunks = STATS_PROGRAMS[-1]
+    return warps, chunks[-1]
 
 
 def _carve(dtype, device, *shapes) -> list:
@@ -605,22 +621,24 @@ def _pdl(t: torch.Tensor) -> bool:
             and _capability(t.device) >= (9, 0))
 
 
-def _column_partials(k, v, range_stats, chunk=None, pdl=False):
+def _column_partials(k, v, range_stats, programs=None, pdl=False):
     """The column statistics' first launch: per key chunk of each (b, h), the float64 sum of K and
     the max |V|, as (ksum, vmax, n_chunks), each (B*H, n_chunks, D); it also zeroes range_stats
-    (see _quant_kernel). chunk: keys per program (default `stats_chunk`); pdl: let the next
-    launch start at once (see _pdl)."""
+    (see _quant_kernel). programs: (warps, keys) of each program (default `stats_programs`); pdl:
+    let the next launch start at once (see _pdl)."""
     B, S, H, D = k.shape
-    chunk = stats_chunk(S, B * H, _sm_count(k.device)) if chunk is None else chunk
-    if chunk % STATS_ROWS:  # a program's tiles would run into the next chunk's keys and count them twice
-        raise ValueError(f"the statistics chunk ({chunk} keys) must be a multiple of STATS_ROWS ({STATS_ROWS})")
+    warps, chunk = stats_programs(S, B * H, _sm_count(k.device)) if programs is None else programs
+    rows = warps * STATS_WARP_ROWS
+    if chunk % rows:  # a program's tiles would run into the next chunk's keys and count them twice
+        raise ValueError(f"the statistics chunk ({chunk} keys) must be a multiple of {rows} "
+                         f"(STATS_WARP_ROWS x {warps} warps)")
     n_chunks = -(-S // chunk)
     part = (B * H, n_chunks, D)
     ksum, vmax = _carve(torch.float64, k.device, part, part)
     vmax = vmax.view(-1).view(torch.float32)[: math.prod(part)].view(part)  # float32, in half the room
-    _column_stats_kernel[(n_chunks, B * H)](k, v, ksum, vmax, range_stats, S, H, n_chunks, *k.stride(), *v.stride(),
-                                            D=D, BLOCK_D=triton.next_power_of_2(D), CHUNK=chunk, ROWS=STATS_ROWS,
-                                            PDL=pdl, num_warps=STATS_WARPS, num_stages=STATS_STAGES)
+    _column_stats_kernel[(n_chunks, B * H)](k, v, ksum, vmax, range_stats, S, H, n_chunks, chunk, *k.stride(),
+                                            *v.stride(), D=D, BLOCK_D=triton.next_power_of_2(D), ROWS=rows, PDL=pdl,
+                                            num_warps=warps, maxnreg=STATS_MAXNREG)
     return ksum, vmax, n_chunks
 
 
@@ -639,11 +657,12 @@ def _pdl_launch(pdl: bool) -> dict:
     return {"launch_pdl": True} if pdl else {}
 
 
-def _column_stats_triton(k, v, chunk=None):
-    """(K mean, V channel amax) of the two statistics launches, in fresh tensors."""
+def _column_stats_triton(k, v, programs=None):
+    """(K mean, V channel amax) of the two statistics launches, in fresh tensors; programs: see
+    _column_partials."""
     B, S, H, D = k.shape
     k_mean, v_amax, range_stats = _carve(torch.float32, k.device, (B, H, D), (B, H, D), (RANGE_STATS,))
-    ksum, vmax, n_chunks = _column_partials(k, v, range_stats, chunk)
+    ksum, vmax, n_chunks = _column_partials(k, v, range_stats, programs)
     _column_totals_into(ksum, vmax, n_chunks, k_mean, v_amax, S)
     return k_mean, v_amax
 
@@ -668,9 +687,9 @@ def triton_usable(t: torch.Tensor) -> bool:
     return t.is_cuda and _capability(t.device) >= (8, 9)
 
 
-def _prepare_triton(q, k, v, hw_cvt: bool, v_perm=None, v_ones_rows=0, chunk=None) -> PreparedFP8:
-    """The two or three launches (see the module docstring); chunk: keys per column-statistics
-    program (default `stats_chunk`)."""
+def _prepare_triton(q, k, v, hw_cvt: bool, v_perm=None, v_ones_rows=0, programs=None) -> PreparedFP8:
+    """The two or three launches (see the module docstring); programs: (warps, keys) of each
+    column-statistics program (default `stats_programs`)."""
     B, Sq, H, D = q.shape
     Skv = k.shape[1]
     sq_pad, skv_pad = _padded(Sq), _padded(Skv)
@@ -683,7 +702,7 @@ def _prepare_triton(q, k, v, hw_cvt: bool, v_perm=None, v_ones_rows=0, chunk=Non
     q_scale, k_scale, v_scale, k_mean, v_amax, range_stats = _carve(
         torch.float32, dev, (B, H, nq), (B, H, nk), (B, H, D), (B, H, D), (B, H, D), (RANGE_STATS,))
     pdl = _pdl(q)
-    ksum, vmax, n_chunks = _column_partials(k, v, range_stats, chunk, pdl)
+    ksum, vmax, n_chunks = _column_partials(k, v, range_stats, programs, pdl)
     fold = B * H * nk * n_chunks <= FOLD_READS
     if not fold:
         _column_totals_into(ksum, vmax, n_chunks, k_mean, v_amax, Skv, pdl)
