@@ -252,7 +252,7 @@ STATS_LOOP_SASS = r'''
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from wan_fp4.eval.sass_profile import _cuobjdump, find_cuobjdump, parse_sass
+from wan_fp4.eval.sass_profile import _branch_target, _cuobjdump, find_cuobjdump, parse_sass
 from wan_fp4.kernels import prepare
 
 fn = prepare._column_stats_kernel
@@ -270,9 +270,8 @@ for warps, chunks in prepare.STATS_PROGRAMS:
     k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs), target=GPUTarget("cuda", 90, 32),
                        options=dict(num_warps=warps, maxnreg=prepare.STATS_MAXNREG))
     ins = parse_sass(_cuobjdump(k.asm["cubin"], "-sass", exe))
-    back = [i for i in ins if i.base == "BRA" and i.pred and int(i.args.split()[0], 16) < i.addr]
-    top = int(back[-1].args.split()[0], 16)
-    body = [i for i in ins if top <= i.addr < back[-1].addr]
+    back = [i for i in ins if i.pred and (_branch_target(i) or i.addr) < i.addr]  # the loop's back edge
+    body = [i for i in ins if _branch_target(back[-1]) <= i.addr < back[-1].addr]
     loads = [n for n, i in enumerate(body) if i.base == "LDG"]
     reads = [n for n, i in enumerate(body) if i.base in ("F2F", "HFMA2", "PRMT", "DADD", "FMNMX")]
     assert len(loads) == 8, (warps, len(loads))  # K and V: 4 rows of 16 bytes a thread each
@@ -285,7 +284,7 @@ def test_statistics_loop_issues_all_its_loads_before_it_reads_one():
     """The column statistics' loop, compiled for sm_90a as a launch specialises it, for each program
     width: each step's 8 loads (K's and V's rows, 16 bytes a thread) all issue before the first
     instruction that reads a loaded value, so that a step costs one round trip, not several.
-    ptxas without STATS_MAXNREG (Triton 3.9 here, 3.6 on the device) compiles some chunk lengths
+    ptxas without STATS_MAXNREG (Triton 3.9 on the CPU, 3.6 on an H100) compiles some chunk lengths
     with each load read before the next issues (BENCHMARKS.md, 2026-12-06 second run)."""
     import subprocess
 

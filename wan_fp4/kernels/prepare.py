@@ -536,7 +536,7 @@ STATS_WARP_ROWS = 8  # keys a warp loads per step (8 loads of 16 bytes a thread 
 # ptxas left to itself gives some compilations of the statistics loop 128 registers and reads each
 # load before issuing the next (one round trip after another; which ones depends on the chunk and
 # the Triton version). A limit of 168 makes it issue all of a step's loads first in every
-# compilation read (sm_90a SASS, Triton 3.6 on the device and 3.9 here), at 163-166 registers.
+# compilation read (sm_90a SASS, Triton 3.6 on an H100 and 3.9 on the CPU), at 163-166 registers.
 STATS_MAXNREG = 168
 # Launch shapes are module constants, so that a job on the GPU can time others in one process.
 # Measured on the H200 (BENCHMARKS.md, 2026-12-03): four warps per quantised block beat eight by
