@@ -483,18 +483,13 @@ if triton is not None:
             gdc_launch_dependents()
         chunk = tl.program_id(0)
         bh = tl.program_id(1).to(tl.int64)
-        b = bh // H
-        h = bh % H
         offs_d = tl.arange(0, BLOCK_D)
         ksum = tl.zeros((ROWS, BLOCK_D), tl.float64)
         vmax = tl.zeros((ROWS, BLOCK_D), tl.float32)
         for r in range(0, chunk_len, ROWS):
-            offs_s = chunk * chunk_len + r + tl.arange(0, ROWS)
-            ok = (offs_s[:, None] < S) & (offs_d[None, :] < D)
-            kx = tl.load(k_ptr + b * skb + h * skh + offs_s[:, None] * sks + offs_d[None, :] * skd,
-                         mask=ok, other=0.0)
-            vx = tl.load(v_ptr + b * svb + h * svh + offs_s[:, None] * svs + offs_d[None, :] * svd,
-                         mask=ok, other=0.0)
+            rows = chunk * chunk_len + r + tl.arange(0, ROWS)
+            kx = _rows_in(k_ptr, rows, bh, S, H, skb, sks, skh, skd, D, BLOCK_D, False)
+            vx = _rows_in(v_ptr, rows, bh, S, H, svb, svs, svh, svd, D, BLOCK_D, False)
             ksum += kx.to(tl.float64)
             vmax = _max_nan(vmax, tl.abs(vx.to(tl.float32)))
         out = bh * n_chunks * D + chunk * D + offs_d
