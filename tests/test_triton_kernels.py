@@ -276,16 +276,34 @@ for warps, chunks in prepare.STATS_PROGRAMS:
     reads = [n for n, i in enumerate(body) if i.base in ("F2F", "HFMA2", "PRMT", "DADD", "FMNMX")]
     assert len(loads) == 8, (warps, len(loads))  # K and V: 4 rows of 16 bytes a thread each
     assert max(loads) < min(reads), (warps, "a loaded value read before the step's last load issued")
+# the totals' own launch: a step's TOTALS_LOADS float64 sums and as many maxima, all issued first
+fn = prepare._column_totals_kernel
+names = list(fn.arg_names)
+consts = dict(D=128, BLOCK_D=128, GROUP=prepare.TOTALS_LOADS, PDL=True)
+sig = {n: "constexpr" if n in consts else ("*fp64" if n == "ksum_ptr" else "*fp32" if n.endswith("_ptr") else "i32")
+       for n in names}
+attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in names if n.endswith("_ptr")}
+k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs), target=GPUTarget("cuda", 90, 32),
+                   options=dict(num_warps=4, maxnreg=prepare.TOTALS_MAXNREG))
+ins = parse_sass(_cuobjdump(k.asm["cubin"], "-sass", exe))
+back = [i for i in ins if i.pred and (_branch_target(i) or i.addr) < i.addr]
+body = [i for i in ins if _branch_target(back[-1]) <= i.addr < back[-1].addr]
+loads = [n for n, i in enumerate(body) if i.base == "LDG"]
+reads = [n for n, i in enumerate(body) if i.base in ("DADD", "FMNMX")]
+assert len(loads) == 2 * prepare.TOTALS_LOADS, len(loads)
+assert max(loads) < min(reads), ("totals", sum(n < min(reads) for n in loads), "loads before the first read")
 print("ok")
 '''
 
 
-def test_statistics_loop_issues_all_its_loads_before_it_reads_one():
+def test_statistics_loops_issue_all_their_loads_before_they_read_one():
     """The column statistics' loop, compiled for sm_90a as a launch specialises it, for each program
     width: each step's 8 loads (K's and V's rows, 16 bytes a thread) all issue before the first
     instruction that reads a loaded value, so that a step costs one round trip, not several.
     ptxas without STATS_MAXNREG (Triton 3.9 on the CPU, 3.6 on an H100) compiles some chunk lengths
-    with each load read before the next issues (BENCHMARKS.md, 2026-12-06 second run)."""
+    with each load read before the next issues (BENCHMARKS.md, 2026-12-06 second run). The same for
+    the totals' own launch, whose 32 loads a step issue 6 before the first add without
+    TOTALS_MAXNREG (Triton 3.9; BENCHMARKS.md, 2026-12-06 third run)."""
     import subprocess
 
     from wan_fp4.eval.sass_profile import find_cuobjdump

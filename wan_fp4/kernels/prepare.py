@@ -537,6 +537,11 @@ STATS_MAXNREG = 168
 # Measured on the H200 (BENCHMARKS.md, 2026-12-03): four warps per quantised block beat eight by
 # 5-8% at every length measured, 1,024 to 32,760 tokens
 QUANT_WARPS = 4  # the quantise launch: warps per 128-row block
+# The quantise launch's register limit: None, ptxas's 168 at four warps (three blocks per SM). Paired
+# on an H100 (BENCHMARKS.md, 2026-12-06 third run), limits that fit more blocks were slower: 128 at
+# four warps (it spills) 3-14% on the pre-pass, eight warps 1-8%, eight at 80 registers up to 4.5%
+# (the same to 2% on the call at 1,024 tokens, its one gain).
+QUANT_MAXNREG = None
 # Each K or V block of the quantise launch may sum its head's column partials itself, sparing the
 # totals launch (1.2-1.7 us from a CUDA graph at 1,024-4,096 tokens, H200); those reads grow with
 # blocks x chunks, and past this many partial rows read by all K blocks (B*H * K blocks * chunks)
@@ -545,6 +550,12 @@ QUANT_WARPS = 4  # the quantise launch: warps per 128-row block
 # were 2.5% faster folded: BENCHMARKS.md, 2026-12-06 second run)
 FOLD_READS = 16384
 TOTALS_LOADS = 16  # the totals, wherever taken: chunks' partials loaded per step (unrolled)
+# The totals' own launch: ptxas left to itself gives it 32 registers and issues 6 of a step's 32 loads
+# before its first add, the rest between the adds (several round trips a step). At 80 or more, all
+# 32 issue first (sm_90a SASS, Triton 3.9). Paired on an H100 (BENCHMARKS.md, 2026-12-06 third
+# run), the pre-pass 1.3-2.5% faster wherever this launch runs (2,048 and 4,096 tokens, H12 S32760),
+# 0.6% at H40 S32760 and S75600.
+TOTALS_MAXNREG = 128
 # The kernel reads the codes right after the quantise launch writes them, and nothing reads Q, K or
 # V after it: where all the codes fit in L2, the launch stores them evict-last and reads its inputs
 # evict-first, so that they are still there for the kernel (without the hints a short call's kernel
@@ -644,7 +655,7 @@ def _column_totals_into(ksum, vmax, n_chunks, k_mean, v_amax, s: int, pdl=False)
     D = k_mean.shape[-1]
     _column_totals_kernel[(ksum.shape[0],)](ksum, vmax, k_mean, v_amax, s, n_chunks, D=D,
                                             BLOCK_D=triton.next_power_of_2(D), GROUP=TOTALS_LOADS, PDL=pdl,
-                                            num_warps=4, **_pdl_launch(pdl))
+                                            num_warps=4, maxnreg=TOTALS_MAXNREG, **_pdl_launch(pdl))
 
 
 def _pdl_launch(pdl: bool) -> dict:
@@ -707,7 +718,7 @@ def _prepare_triton(q, k, v, hw_cvt: bool, v_perm=None, v_ones_rows=0, programs=
         D=D, BLOCK_D=triton.next_power_of_2(D), BLOCK_S=QK_SCALE_BLOCK, HW_CVT=hw_cvt,
         PERM=v_perm is not None, ONES_ROWS=v_ones_rows, ONE_CODE=E4M3_ONE, FOLD=fold, GROUP=TOTALS_LOADS,
         KEEP=keep_codes(q8.numel() + k8.numel() + v8t.numel(), dev), PDL=pdl, num_warps=QUANT_WARPS,
-        **_pdl_launch(pdl))
+        maxnreg=QUANT_MAXNREG, **_pdl_launch(pdl))
     return PreparedFP8(q8, k8, v8t, q_scale, k_scale, v_scale, k_mean, Sq, Skv, range_stats, v_perm, v_ones_rows)
 
 

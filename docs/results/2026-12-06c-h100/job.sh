@@ -1,0 +1,24 @@
+# 2026-12-06, third run: the pre-pass's launch shapes (variants.py). Carry [".device/py.tar.zst",
+# ".device/install.sh", ".device/zstd", ".device/shims.tar.zst"].
+#   bash docs/results/2026-12-06c-h100/job.sh short|long|all   (the first call, before the change:
+#     base = no register limit on either launch; short.txt, long.txt)
+#   bash docs/results/2026-12-06c-h100/job.sh confirm   (after the change: base = TOTALS_MAXNREG 128
+#     against the limit off; confirm_*.txt)
+set -o pipefail
+export PYTHONUNBUFFERED=1
+D=docs/results/2026-12-06c-h100
+.device/zstd -q -d -c .device/shims.tar.zst | tar -C wan_fp4/kernels/prebuilt/sm90a -xf - || exit 4
+source .device/install.sh py || exit 4
+export PYTHONPATH=$PWD:$PYTHONPATH
+nvidia-smi --query-gpu=name,driver_version,power.limit --format=csv | tee $OUT/gpu.txt
+date -u +%H:%M:%S
+case "$1" in
+short) SET=short timeout 500 python3 $D/variants.py 2>&1 | grep -v "skipped inside" | tee $OUT/short.txt ;;
+long) SET=long ROUNDS=2 timeout 500 python3 $D/variants.py 2>&1 | grep -v "skipped inside" | tee $OUT/long.txt ;;
+all) SET=short timeout 300 python3 $D/variants.py 2>&1 | grep -v "skipped inside" | tee $OUT/short.txt
+     SET=long ROUNDS=2 timeout 250 python3 $D/variants.py 2>&1 | grep -v "skipped inside" | tee $OUT/long.txt ;;
+confirm) VARIANTS=totals_off SET=short timeout 250 python3 $D/variants.py 2>&1 | grep -v "skipped inside" | tee $OUT/confirm_short.txt
+     VARIANTS=totals_off SET=long ROUNDS=2 timeout 200 python3 $D/variants.py 2>&1 | grep -v "skipped inside" | tee $OUT/confirm_long.txt ;;
+*) echo "unknown case $1"; exit 2 ;;
+esac
+date -u +%H:%M:%S
