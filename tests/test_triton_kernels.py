@@ -262,6 +262,19 @@ types = dict(k_ptr="*bf16", v_ptr="*bf16", ksum_ptr="*fp64", vmax_ptr="*fp32", s
 # chunk length multiples of 16 (every chunk of STATS_PROGRAMS is)
 aligned = ("k_ptr", "v_ptr", "ksum_ptr", "vmax_ptr", "stats_ptr", "chunk_len", "skb", "sks", "skh", "svb", "svs", "svh")
 exe = find_cuobjdump()
+
+
+def loop_loads(kernel, reads):
+    """(loads in the loop closed by the last backward branch, how many issue before the first
+    instruction of `reads`) in the kernel's SASS."""
+    ins = parse_sass(_cuobjdump(kernel.asm["cubin"], "-sass", exe))
+    back = [i for i in ins if i.pred and (_branch_target(i) or i.addr) < i.addr]  # the loop's back edge
+    body = [i for i in ins if _branch_target(back[-1]) <= i.addr < back[-1].addr]
+    loads = [n for n, i in enumerate(body) if i.base == "LDG"]
+    first = min(n for n, i in enumerate(body) if i.base in reads)
+    return len(loads), sum(n < first for n in loads)
+
+
 for warps, chunks in prepare.STATS_PROGRAMS:
     assert all(c % 16 == 0 for c in chunks), chunks
     consts = dict(D=128, BLOCK_D=128, ROWS=warps * prepare.STATS_WARP_ROWS, PDL=True, skd=1, svd=1)
@@ -269,13 +282,9 @@ for warps, chunks in prepare.STATS_PROGRAMS:
     attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in aligned}
     k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs), target=GPUTarget("cuda", 90, 32),
                        options=dict(num_warps=warps, maxnreg=prepare.STATS_MAXNREG))
-    ins = parse_sass(_cuobjdump(k.asm["cubin"], "-sass", exe))
-    back = [i for i in ins if i.pred and (_branch_target(i) or i.addr) < i.addr]  # the loop's back edge
-    body = [i for i in ins if _branch_target(back[-1]) <= i.addr < back[-1].addr]
-    loads = [n for n, i in enumerate(body) if i.base == "LDG"]
-    reads = [n for n, i in enumerate(body) if i.base in ("F2F", "HFMA2", "PRMT", "DADD", "FMNMX")]
-    assert len(loads) == 8, (warps, len(loads))  # K and V: 4 rows of 16 bytes a thread each
-    assert max(loads) < min(reads), (warps, "a loaded value read before the step's last load issued")
+    loads, first = loop_loads(k, ("F2F", "HFMA2", "PRMT", "DADD", "FMNMX"))
+    assert loads == 8, (warps, loads)  # K and V: 4 rows of 16 bytes a thread each
+    assert first == loads, (warps, first, "loads issue before the first read of a loaded value")
 # the totals' own launch: a step's TOTALS_LOADS float64 sums and as many maxima, all issued first
 fn = prepare._column_totals_kernel
 names = list(fn.arg_names)
@@ -285,13 +294,9 @@ sig = {n: "constexpr" if n in consts else ("*fp64" if n == "ksum_ptr" else "*fp3
 attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in names if n.endswith("_ptr")}
 k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs), target=GPUTarget("cuda", 90, 32),
                    options=dict(num_warps=4, maxnreg=prepare.TOTALS_MAXNREG))
-ins = parse_sass(_cuobjdump(k.asm["cubin"], "-sass", exe))
-back = [i for i in ins if i.pred and (_branch_target(i) or i.addr) < i.addr]
-body = [i for i in ins if _branch_target(back[-1]) <= i.addr < back[-1].addr]
-loads = [n for n, i in enumerate(body) if i.base == "LDG"]
-reads = [n for n, i in enumerate(body) if i.base in ("DADD", "FMNMX")]
-assert len(loads) == 2 * prepare.TOTALS_LOADS, len(loads)
-assert max(loads) < min(reads), ("totals", sum(n < min(reads) for n in loads), "loads before the first read")
+loads, first = loop_loads(k, ("DADD", "FMNMX"))
+assert loads == 2 * prepare.TOTALS_LOADS, loads
+assert first == loads, ("totals", first, "loads issue before the first add")
 print("ok")
 '''
 

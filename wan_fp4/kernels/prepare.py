@@ -540,7 +540,7 @@ QUANT_WARPS = 4  # the quantise launch: warps per 128-row block
 # The quantise launch's register limit: None, ptxas's 168 at four warps (three blocks per SM). Paired
 # on an H100 (BENCHMARKS.md, 2026-12-06 third run), limits that fit more blocks were slower: 128 at
 # four warps (it spills) 3-14% on the pre-pass, eight warps 1-8%, eight at 80 registers up to 4.5%
-# (the same to 2% on the call at 1,024 tokens, its one gain).
+# (though it made the whole call at B1 H40 1,024 tokens 1.6-2.2% faster).
 QUANT_MAXNREG = None
 # Each K or V block of the quantise launch may sum its head's column partials itself, sparing the
 # totals launch (1.2-1.7 us from a CUDA graph at 1,024-4,096 tokens, H200); those reads grow with
@@ -552,7 +552,7 @@ FOLD_READS = 16384
 TOTALS_LOADS = 16  # the totals, wherever taken: chunks' partials loaded per step (unrolled)
 # The totals' own launch: ptxas left to itself gives it 32 registers and issues 6 of a step's 32 loads
 # before its first add, the rest between the adds (several round trips a step). At 80 or more, all
-# 32 issue first (sm_90a SASS, Triton 3.9). Paired on an H100 (BENCHMARKS.md, 2026-12-06 third
+# 32 issue first (sm_90a SASS, Triton 3.9). Paired on two H100s (BENCHMARKS.md, 2026-12-06 third
 # run), the pre-pass 1.3-2.5% faster wherever this launch runs (2,048 and 4,096 tokens, H12 S32760),
 # 0.6% at H40 S32760 and S75600.
 TOTALS_MAXNREG = 128
