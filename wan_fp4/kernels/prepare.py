@@ -552,9 +552,9 @@ FOLD_READS = 16384
 TOTALS_LOADS = 16  # the totals, wherever taken: chunks' partials loaded per step (unrolled)
 # The totals' own launch: ptxas left to itself gives it 32 registers and issues 6 of a step's 32 loads
 # before its first add, the rest between the adds (several round trips a step). At 80 or more, all
-# 32 issue first (sm_90a SASS, Triton 3.9). Paired on two H100s (BENCHMARKS.md, 2026-12-06 third
-# run), the pre-pass 1.3-2.5% faster wherever this launch runs (2,048 and 4,096 tokens, H12 S32760),
-# 0.6% at H40 S32760 and S75600.
+# 32 issue first (sm_90a SASS, Triton 3.9). Paired on two H100s and an H200 (BENCHMARKS.md,
+# 2026-12-06 third run), the pre-pass 1.3-3.3% faster wherever this launch runs (2,048 and 4,096
+# tokens, H12 S32760), 0.6-1% at H40 S32760 and S75600.
 TOTALS_MAXNREG = 128
 # The kernel reads the codes right after the quantise launch writes them, and nothing reads Q, K or
 # V after it: where all the codes fit in L2, the launch stores them evict-last and reads its inputs

@@ -6,10 +6,12 @@
 # ran the same day and is kept with its results (docs/results/2026-12-05e-h100/). The one-launch
 # pre-pass's jobs (measured and not kept), the statistics launch's shape sweep and `short_ncu` ran
 # the same day on H100s (docs/results/2026-12-05f-h100/, with those cases). The codes kept in L2
-# (prepare.KEEP_CODES_IN_L2) were paired on H100s only (docs/results/2026-12-05g-h100/): `keep_l2`
-# pairs them on an H200, `pdl` the pre-pass's programmatic dependent launches (paired on an H100
-# only, docs/results/2026-12-05i-h100/), and `kernel_pdl` the kernel as the quantise launch's
-# programmatic dependent (H100s only, docs/results/2026-12-05j-h100/). Prepare on the CPU first:
+# (prepare.KEEP_CODES_IN_L2) were paired on H100s (docs/results/2026-12-05g-h100/), the pre-pass's
+# programmatic dependent launches on an H100 (docs/results/2026-12-05i-h100/); `keep_l2` and `pdl`'s
+# pairs ran on an H200 on 2026-12-06 (docs/results/2026-12-06c-h100/h200/; `pdl`'s check script
+# calls prepare.stats_chunk, removed since, and was not run). `kernel_pdl` pairs the kernel as the
+# quantise launch's programmatic dependent (H100s only, docs/results/2026-12-05j-h100/). Prepare on
+# the CPU first:
 #   ../shared/gpu/bundle.sh py && ../shared/gpu/bundle.sh dsl
 #   scripts/pack_sage2_source.sh /path/to/SageAttention    (commit d1a57a5)
 #   python3 scripts/build_prebuilt.py --only sm90 --out .device/sm90 --sm90-config '{"split_tail": true}' --sm90-head-dims 128 64
