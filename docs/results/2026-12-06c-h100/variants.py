@@ -20,13 +20,18 @@ from wan_fp4.kernels.sm90 import host  # noqa: E402
 from wan_fp4.kernels.sm90.layout import v_layout_args  # noqa: E402
 
 ROUNDS = int(os.environ.get("ROUNDS", 3))
-BASE = dict(QUANT_WARPS=prepare.QUANT_WARPS, QUANT_MAXNREG=prepare.QUANT_MAXNREG, TOTALS_MAXNREG=prepare.TOTALS_MAXNREG)
+BASE = dict(QUANT_WARPS=prepare.QUANT_WARPS, QUANT_MAXNREG=prepare.QUANT_MAXNREG, TOTALS_MAXNREG=prepare.TOTALS_MAXNREG,
+            TOTALS_LOADS=prepare.TOTALS_LOADS, FOLD_READS=prepare.FOLD_READS)
 VARIANTS = {"base": {}, "totals128": dict(TOTALS_MAXNREG=128), "q4r128": dict(QUANT_MAXNREG=128),
             "q8": dict(QUANT_WARPS=8), "q8r80": dict(QUANT_WARPS=8, QUANT_MAXNREG=80),
-            "totals_off": dict(TOTALS_MAXNREG=None)}  # after the change (base: the limit 128 taken)
-pick = os.environ.get("VARIANTS")  # names to time beside "base", comma-separated (default: all but totals_off)
+            "totals_off": dict(TOTALS_MAXNREG=None),  # after the change (base: the limit 128 taken)
+            # the totals' loads per step, 32 (one step for 32 chunks), alone and with folding up to
+            # 65,536 partial rows read
+            "loads32": dict(TOTALS_LOADS=32), "loads32_fold": dict(TOTALS_LOADS=32, FOLD_READS=65536)}
+pick = os.environ.get("VARIANTS")  # names to time beside "base", comma-separated (default: the first run's)
 if not pick:
-    VARIANTS.pop("totals_off")
+    for name in ("totals_off", "loads32", "loads32_fold"):
+        VARIANTS.pop(name)
 if pick:
     VARIANTS = {n: VARIANTS[n] for n in ["base", *pick.split(",")]}
 SHAPES = ((40, 1024, 1024), (12, 1024, 1024), (40, 2048, 2048), (40, 4096, 4096), (12, 32760, 512),
