@@ -199,7 +199,8 @@ stats, totals = ({pdl: ptx(prepare._column_stats_kernel, dict(k_ptr="*bf16", v_p
     vmax_ptr=f32, stats_ptr=f32), dict(D=128, BLOCK_D=128, ROWS=prepare.STATS_WARP_ROWS, PDL=pdl),
     num_warps=1, maxnreg=prepare.STATS_MAXNREG) for pdl in (False, True)},
     {pdl: ptx(prepare._column_totals_kernel, dict(ksum_ptr="*fp64", vmax_ptr=f32, mean_ptr=f32, amax_ptr=f32),
-    dict(D=128, BLOCK_D=128, GROUP=prepare.TOTALS_LOADS, PDL=pdl), num_warps=4) for pdl in (False, True)})
+    dict(D=128, BLOCK_D=128, GROUP=prepare.TOTALS_LOADS, PDL=pdl), num_warps=4, maxnreg=prepare.TOTALS_MAXNREG)
+    for pdl in (False, True)})
 # the maxima that flag non-finite inputs keep NaN (plain max.f32 returns the other operand)
 for name, text in (("quantise", quant[False, False, False]), ("quantise, totals folded", quant[True, False, False]),
                    ("column stats", stats[False]), ("column totals", totals[False])):
@@ -235,17 +236,23 @@ print("ok")
 '''
 
 
-def test_kernels_compile_for_sm90_with_the_modes_constants():
-    """The interpreter does not run Triton's compiler, which is stricter (e.g. about the globals a
-    kernel reads): compile the attention, FP4-emulation and pre-pass kernels for sm_90, which
-    needs no GPU, and find the modes' LN2 in the LSE code."""
+def _run_compile_script(script: str, timeout: int) -> None:
+    """Run a script that compiles kernels with Triton's compiler (no GPU needed) in a fresh
+    interpreter outside TRITON_INTERPRET, from the repo root; it must end by printing ok."""
     import subprocess
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    done = subprocess.run([sys.executable, "-c", COMPILE_FOR_SM90], cwd=root, env=env, capture_output=True,
-                          text=True, timeout=900)
+    done = subprocess.run([sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=timeout)
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+
+
+def test_kernels_compile_for_sm90_with_the_modes_constants():
+    """The interpreter does not run Triton's compiler, which is stricter (e.g. about the globals a
+    kernel reads): compile the attention, FP4-emulation and pre-pass kernels for sm_90, which
+    needs no GPU, and find the modes' LN2 in the LSE code."""
+    _run_compile_script(COMPILE_FOR_SM90, 900)
 
 
 STATS_LOOP_SASS = r'''
@@ -255,13 +262,21 @@ from triton.compiler import ASTSource
 from wan_fp4.eval.sass_profile import _branch_target, _cuobjdump, find_cuobjdump, parse_sass
 from wan_fp4.kernels import prepare
 
-fn = prepare._column_stats_kernel
-names = list(fn.arg_names)
 types = dict(k_ptr="*bf16", v_ptr="*bf16", ksum_ptr="*fp64", vmax_ptr="*fp32", stats_ptr="*fp32")
 # what a launch specialises on: aligned pointers, unit column strides, the other strides and the
 # chunk length multiples of 16 (every chunk of STATS_PROGRAMS is)
 aligned = ("k_ptr", "v_ptr", "ksum_ptr", "vmax_ptr", "stats_ptr", "chunk_len", "skb", "sks", "skh", "svb", "svs", "svh")
 exe = find_cuobjdump()
+
+
+def compiled(fn, types, consts, aligned, **options):
+    """fn compiled for sm_90a with `consts` as constexprs, the other arguments typed by `types`
+    (default i32) and the `aligned` ones 16-divisible, as a launch specialises them."""
+    names = list(fn.arg_names)
+    sig = {n: "constexpr" if n in consts else types.get(n, "i32") for n in names}
+    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in aligned}
+    return triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs),
+                          target=GPUTarget("cuda", 90, 32), options=options)
 
 
 def loop_loads(kernel, reads):
@@ -278,22 +293,14 @@ def loop_loads(kernel, reads):
 for warps, chunks in prepare.STATS_PROGRAMS:
     assert all(c % 16 == 0 for c in chunks), chunks
     consts = dict(D=128, BLOCK_D=128, ROWS=warps * prepare.STATS_WARP_ROWS, PDL=True, skd=1, svd=1)
-    sig = {n: "constexpr" if n in consts else types.get(n, "i32") for n in names}
-    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in aligned}
-    k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs), target=GPUTarget("cuda", 90, 32),
-                       options=dict(num_warps=warps, maxnreg=prepare.STATS_MAXNREG))
+    k = compiled(prepare._column_stats_kernel, types, consts, aligned, num_warps=warps, maxnreg=prepare.STATS_MAXNREG)
     loads, first = loop_loads(k, ("F2F", "HFMA2", "PRMT", "DADD", "FMNMX"))
     assert loads == 8, (warps, loads)  # K and V: 4 rows of 16 bytes a thread each
     assert first == loads, (warps, first, "loads issue before the first read of a loaded value")
 # the totals' own launch: a step's TOTALS_LOADS float64 sums and as many maxima, all issued first
-fn = prepare._column_totals_kernel
-names = list(fn.arg_names)
-consts = dict(D=128, BLOCK_D=128, GROUP=prepare.TOTALS_LOADS, PDL=True)
-sig = {n: "constexpr" if n in consts else ("*fp64" if n == "ksum_ptr" else "*fp32" if n.endswith("_ptr") else "i32")
-       for n in names}
-attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in names if n.endswith("_ptr")}
-k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs), target=GPUTarget("cuda", 90, 32),
-                   options=dict(num_warps=4, maxnreg=prepare.TOTALS_MAXNREG))
+types = dict(ksum_ptr="*fp64", vmax_ptr="*fp32", mean_ptr="*fp32", amax_ptr="*fp32")
+k = compiled(prepare._column_totals_kernel, types, dict(D=128, BLOCK_D=128, GROUP=prepare.TOTALS_LOADS, PDL=True),
+             types, num_warps=4, maxnreg=prepare.TOTALS_MAXNREG)
 loads, first = loop_loads(k, ("DADD", "FMNMX"))
 assert loads == 2 * prepare.TOTALS_LOADS, loads
 assert first == loads, ("totals", first, "loads issue before the first add")
@@ -309,14 +316,8 @@ def test_statistics_loops_issue_all_their_loads_before_they_read_one():
     with each load read before the next issues (BENCHMARKS.md, 2026-12-06 second run). The same for
     the totals' own launch, whose 32 loads a step issue 6 before the first add without
     TOTALS_MAXNREG (Triton 3.9; BENCHMARKS.md, 2026-12-06 third run)."""
-    import subprocess
-
     from wan_fp4.eval.sass_profile import find_cuobjdump
 
     if find_cuobjdump() is None:
         pytest.skip("no cuobjdump (CUDA toolkit or triton's bundled copy)")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    done = subprocess.run([sys.executable, "-c", STATS_LOOP_SASS], cwd=root, env=env, capture_output=True,
-                          text=True, timeout=600)
-    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+    _run_compile_script(STATS_LOOP_SASS, 600)
