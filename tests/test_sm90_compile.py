@@ -30,9 +30,10 @@ KEEP = f"--keep-ptx --keep-cubin --dump-dir {DUMP}"
 
 @pytest.fixture(scope="module", params=["direct-p", "fp8"])
 def built(request):
-    # the plain kernel (fp8's default splits its last wave: split_tail, whose decode of the 1-D grid
-    # is 32-bit arithmetic bounded by split.GRID_X_MAX, so the 64-bit audit below reads this one)
-    ck = compile_kernel(request.param, 128, split_tail=False, options=KEEP)
+    # the plain kernel (fp8's default splits its last wave: split_tail, direct-p's a short launch's
+    # by rows: tail_rows; their decode of the 1-D grid is 32-bit arithmetic bounded by
+    # split.GRID_X_MAX, so the 64-bit audit below reads this one)
+    ck = compile_kernel(request.param, 128, split_tail=False, tail_rows=False, options=KEEP)
     return request.param, ptx_of(ck), cubin_of(ck)
 
 
@@ -156,7 +157,7 @@ def test_sass_epilogue_stages_o_in_shared_memory_and_stores_whole_rows(tmp_path,
         pytest.skip("no cuobjdump (CUDA toolkit or triton) to disassemble the cubin")
     path = tmp_path / f"{mode}.cubin"
     # the plain kernel's (fp8's default merges split tiles' partial states through global memory first)
-    path.write_bytes(cubin_of(compile_kernel(mode, head_dim, split_tail=False, options=KEEP)))
+    path.write_bytes(cubin_of(compile_kernel(mode, head_dim, split_tail=False, tail_rows=False, options=KEEP)))
     sass = subprocess.run([exe, "-sass", str(path)], capture_output=True, text=True).stdout
     ops = re.findall(r"\b(LDG|STG|STS|LDS)(\.[A-Z0-9.]+)?\s", sass)
     first_store = next(i for i, (op, _) in enumerate(ops) if op == "STG")
@@ -365,7 +366,9 @@ def test_prebuilt_names_carry_the_options_that_differ_from_the_mode_default():
                for m in ("fp8", "direct-p") for d in (128, 64))
     assert aot.kernel_name("fp8", 128) == "wanfp4_sm90_fp8_d128"
     assert aot.kernel_name("fp8", 128, {"intra": False}) == "wanfp4_sm90_fp8_d128_intra0"
-    assert aot.kernel_name("direct-p", 64, {"pingpong": True, "stages": 3}) == "wanfp4_sm90_directp_d64_pingpong1_stages3"
+    # turns exclude direct-p's default tail_rows, which yields: the name says so
+    assert aot.kernel_name("direct-p", 64, {"pingpong": True, "stages": 3}) == \
+        "wanfp4_sm90_directp_d64_pingpong1_stages3_tail_rows0"
     assert sm90.default_config("direct-p", 128)["f16_bytes"] and not sm90.default_config("fp8", 128)["f16_bytes"]
     assert sm90.default_config("fp8", 128)["pingpong"] == 2 and sm90.default_config("direct-p", 128)["pingpong"] == 0
     # fp8 at D128 only: the tree row sum and CTA pairs; its D64 and direct-p keep cluster 1, the chain
@@ -378,8 +381,8 @@ def test_prebuilt_names_carry_the_options_that_differ_from_the_mode_default():
     assert (aot.kernel_name("direct-p", 128, {"f16_bytes": False, "headroom": 0})
             == "wanfp4_sm90_directp_d128_f16_bytes0_headroom0")
     assert (aot.kernel_name("direct-p", 128, {"fold": 2, "intra": False, "pingpong": 1})
-            == "wanfp4_sm90_directp_d128_fold2_intra0_pingpong1")
-    assert aot.kernel_name("direct-p", 128, {"cluster": 2}) == "wanfp4_sm90_directp_d128_cluster2"
+            == "wanfp4_sm90_directp_d128_fold2_intra0_pingpong1_tail_rows0")
+    assert aot.kernel_name("direct-p", 128, {"cluster": 2}) == "wanfp4_sm90_directp_d128_cluster2_tail_rows0"
     assert aot.kernel_name("fp8", 64, {"cluster": 1}) == "wanfp4_sm90_fp8_d64"
 
 
@@ -608,7 +611,7 @@ def test_prebuilt_kernel_without_the_dsl_counts_as_available_only_once_linkable(
         # every kernel a launch may pick: fp8's split kernel and its plain one beside it
         assert [p.name for p in linked] == sorted(f"lib{aot.kernel_name(mode, d, cfg)}.so" for mode in ("direct-p", "fp8")
                                                   for d in (64, 128) for cfg in sm90.launch_configs(mode, d))
-        assert len(linked) == 6
+        assert len(linked) == 8
         for so in linked:  # brought along in the prebuilt folder, as for the H200
             shutil.move(so, folder / so.name)
         with monkeypatch.context() as m:
@@ -670,8 +673,9 @@ def test_a_shim_of_another_signature_is_refused(monkeypatch, tmp_path):
 
 def test_build_prebuilt_makes_each_variant_at_each_head_dim_in_the_modes_it_applies_to():
     """scripts/build_prebuilt.py --sm90-config C --sm90-head-dims 128 64: the kernels a launch of
-    the config may run (fp8's split kernel and its plain one) per (mode, D) the config applies to
-    (f16_bytes is direct-p's only), named as the loader looks them up."""
+    the config may run (with split_tail or tail_rows, the plain kernel beside the split one) per
+    (mode, D) the config applies to (f16_bytes is direct-p's only), named as the loader looks them
+    up."""
     import importlib.util
 
     path = Path(__file__).resolve().parent.parent / "scripts" / "build_prebuilt.py"
@@ -681,12 +685,16 @@ def test_build_prebuilt_makes_each_variant_at_each_head_dim_in_the_modes_it_appl
     p8 = {"f16_bytes": False, "headroom": 0}
     names = [e[0] for e in script.sm90_variant_entries([{"cluster": 2}, p8], (128, 64))]
     # fp8 at D128 runs cluster 2 by default (HEAD_DIM_CONFIG): those kernels are the default's
-    assert names == ["wanfp4_sm90_directp_d128_cluster2", "wanfp4_sm90_directp_d64_cluster2",
+    # a cluster excludes direct-p's tail_rows (it yields); elsewhere direct-p's plain kernel comes too
+    assert names == ["wanfp4_sm90_directp_d128_cluster2_tail_rows0", "wanfp4_sm90_directp_d64_cluster2_tail_rows0",
                      "wanfp4_sm90_fp8_d64_cluster2", "wanfp4_sm90_fp8_d64_cluster2_split_tail0",
-                     "wanfp4_sm90_directp_d128_f16_bytes0_headroom0", "wanfp4_sm90_directp_d64_f16_bytes0_headroom0"]
+                     "wanfp4_sm90_directp_d128_f16_bytes0_headroom0",
+                     "wanfp4_sm90_directp_d128_f16_bytes0_headroom0_tail_rows0",
+                     "wanfp4_sm90_directp_d64_f16_bytes0_headroom0",
+                     "wanfp4_sm90_directp_d64_f16_bytes0_headroom0_tail_rows0"]
     assert [e[0] for e in script.sm90_variant_entries([{"stages": 3}])] == [
-        "wanfp4_sm90_directp_d128_stages3", "wanfp4_sm90_fp8_d128_stages3",
-        "wanfp4_sm90_fp8_d128_split_tail0_stages3"]
+        "wanfp4_sm90_directp_d128_stages3", "wanfp4_sm90_directp_d128_stages3_tail_rows0",
+        "wanfp4_sm90_fp8_d128_stages3", "wanfp4_sm90_fp8_d128_split_tail0_stages3"]
 
 
 def test_headroom_option_checks_with_hmnmx2_and_a_vote_and_is_refused_where_it_does_not_apply():
@@ -720,7 +728,7 @@ def test_split_tail_merges_through_a_ticket_and_l2(mode, head_dim):
     a gpu-scope acq_rel ticket (atom.add) after a gpu fence, the merger reading the slots through
     L2 (ld.global.cg); nothing spills."""
     ptx = ptx_of(compile_kernel(mode, head_dim, split_tail=True, options=KEEP))
-    plain = ptx_of(compile_kernel(mode, head_dim, split_tail=False, options=KEEP))
+    plain = ptx_of(compile_kernel(mode, head_dim, split_tail=False, tail_rows=False, options=KEEP))
     # atom's scope is .gpu unless it says otherwise
     assert re.search(r"atom\.global\.acq_rel(\.gpu)?\.add\.[su]32", ptx), "the ticket"
     assert "fence.acq_rel.gpu" in ptx and "ld.global.cg.b32" in ptx
@@ -737,10 +745,40 @@ def test_split_tail_keeps_the_main_loop(mode):
 
     if find_cuobjdump() is None:
         pytest.skip("no cuobjdump (CUDA toolkit or triton) to disassemble the cubin")
-    base = profile(mode, 128, split_tail=False)["loop"].steady_counts
-    split = profile(mode, 128, split_tail=True)["loop"].steady_counts
+    base = profile(mode, 128, split_tail=False, tail_rows=False)["loop"].steady_counts
+    split = profile(mode, 128, split_tail=True, tail_rows=False)["loop"].steady_counts
     assert split["wgmma"] == base["wgmma"]
     assert sum(split.values()) <= 1.01 * sum(base.values()), (sum(split.values()), sum(base.values()))
+
+
+def test_tail_rows_idles_one_warp_group_and_keeps_the_main_loop():
+    """tail_rows (direct-p's default; split.row_work): a one-dimensional grid, its index decoded by
+    the launch's multiply-shift divisors (no division sequence per CTA, which made a first build
+    1.8-5% slower on many short CTAs); a split tile's CTA runs one consumer warp group while the
+    other only waits for and releases each K and V stage; the main loop keeps the plain kernel's
+    instructions per key tile within 1%. The option yields to split_tail, pingpong and clusters
+    when those are asked for, and the kernel refuses it beside them."""
+    from wan_fp4.eval.sass_profile import find_cuobjdump, profile
+    from wan_fp4.kernels.sm90.kernel import Sm90Attention
+
+    assert all(sm90.default_config("direct-p", d)["tail_rows"] for d in (64, 128))
+    assert not any(sm90.default_config("fp8", d)["tail_rows"] for d in (64, 128))
+    ptx = ptx_of(compile_kernel("direct-p", 128, options=KEEP))
+    plain = ptx_of(compile_kernel("direct-p", 128, tail_rows=False, options=KEEP))
+    assert "%ctaid.y" not in ptx and "%ctaid.z" not in ptx and "%ctaid.z" in plain
+    assert not re.search(r"\b(div|rem)\.[su]32", ptx)
+    # the idle group: a loop of two mbarrier waits and two arrivals, no tensor product
+    assert ptx.count("mbarrier.arrive") > plain.count("mbarrier.arrive")
+    for extra in ({"split_tail": True}, {"pingpong": 2}, {"cluster": 2}):
+        assert sm90.default_config("direct-p", 128, extra)["tail_rows"] is False
+        with pytest.raises(ValueError, match="tail_rows excludes"):
+            Sm90Attention("direct-p", 128, **{**sm90.default_config("direct-p", 128, extra), "tail_rows": True})
+    if find_cuobjdump() is None:
+        pytest.skip("no cuobjdump (CUDA toolkit or triton) to disassemble the cubin")
+    base = profile("direct-p", 128, tail_rows=False)["loop"].steady_counts
+    rows = profile("direct-p", 128)["loop"].steady_counts
+    assert rows["wgmma"] == base["wgmma"]
+    assert sum(rows.values()) <= 1.01 * sum(base.values()), (sum(rows.values()), sum(base.values()))
 
 
 def test_launch_splits_only_when_the_plan_does(monkeypatch):
@@ -757,14 +795,23 @@ def test_launch_splits_only_when_the_plan_does(monkeypatch):
     for h, s, want_split in ((1, 8192, (64, 2)), (66, 256, None), (40, 1024, None)):
         q = torch.randn(1, s, h, 128, dtype=torch.bfloat16)
         ops = prepare.prepare_fp8(q, q, q, backend="torch", **sm90.layout.v_layout_args("direct-p"))
-        sm90.launch(ops, "direct-p", 128, config={"split_tail": True})
+        sm90.launch(ops, "direct-p", 128, config={"split_tail": True})  # direct-p's tail_rows yields
         name, args = calls[-1]
         assert args[14:16] == (want_split or (0, 1))  # after 10 pointers and b, h, s_q, s_kv
         if want_split:
             assert name == aot.kernel_name("direct-p", 128, {"split_tail": True})
             assert host.split_workspace(plan(1, h, s, s), 128, "direct-p") == 64 * 2 * 2 * 128 * (68 + 4)
         else:
-            assert name == aot.kernel_name("direct-p", 128)
+            assert name == aot.kernel_name("direct-p", 128, {"tail_rows": False})
+    # direct-p's default: a short launch's last wave split by rows (segments 2, no workspace), a long
+    # one's or one whose last wave is too full, the plain kernel
+    for h, s, want_split in ((40, 1024, (56, 2)), (3, 1000, (24, 2)), (12, 1024, None), (12, 32760, None)):
+        q = torch.randn(1, s, h, 128, dtype=torch.bfloat16)
+        ops = prepare.prepare_fp8(q, q, q, backend="torch", **sm90.layout.v_layout_args("direct-p"))
+        sm90.launch(ops, "direct-p", 128)
+        name, args = calls[-1]
+        assert args[14:16] == (want_split or (0, 1))
+        assert name == aot.kernel_name("direct-p", 128, None if want_split else {"tail_rows": False})
 
 
 def test_split_tail_is_fp8s_default_with_its_plain_kernel_beside_it():
@@ -778,7 +825,10 @@ def test_split_tail_is_fp8s_default_with_its_plain_kernel_beside_it():
         names = [aot.kernel_name("fp8", d, c) for c in sm90.launch_configs("fp8", d)]
         assert names == [f"wanfp4_sm90_fp8_d{d}", f"wanfp4_sm90_fp8_d{d}_split_tail0"]
     assert not any(sm90.default_config("direct-p", d)["split_tail"] for d in (128, 64))
-    assert len(sm90.launch_configs("direct-p", 128)) == 1
+    # direct-p splits a short launch's last wave by rows instead, its plain kernel beside it
+    for d in (128, 64):
+        names = [aot.kernel_name("direct-p", d, c) for c in sm90.launch_configs("direct-p", d)]
+        assert names == [f"wanfp4_sm90_directp_d{d}", f"wanfp4_sm90_directp_d{d}_tail_rows0"]
 
 
 @pytest.mark.parametrize("mode", ["direct-p", "fp8"])
@@ -789,7 +839,7 @@ def test_pdl_waits_for_the_launch_before_it_ahead_of_any_global_memory_access(mo
     grid dependency control. (The launch attribute is host code, not in the PTX: the GPU check
     compares the output with and without it.)"""
     assert all(sm90.default_config(m, d)["pdl"] for m in ("direct-p", "fp8") for d in (64, 128))
-    ptx = ptx_of(compile_kernel(mode, 128, split_tail=False, options=KEEP))
+    ptx = ptx_of(compile_kernel(mode, 128, split_tail=False, tail_rows=False, options=KEEP))
     body = ptx[ptx.index("{", ptx.index(".entry")):]
     assert body.count("griddepcontrol.wait") == 1
     first = re.search(r"\b(ld\.global|st\.global|atom\.global|red\.global|cp\.async\.bulk)", body)

@@ -7,8 +7,8 @@ import torch
 
 from wan_fp4 import formats, reference
 from wan_fp4.eval.metrics import rel_l2
-from wan_fp4.kernels.sm90.split import (MIN_SEGMENT_TILES, SPLIT_WAVE, cta_work, key_range, plan, row_segments,
-                                         tail_split)
+from wan_fp4.kernels.sm90.split import (MIN_SEGMENT_TILES, ROW_SPLIT_WAVES, SPLIT_WAVE, cta_work, key_range, plan,
+                                         row_segments, row_split, row_work, tail_split)
 from wan_fp4.modes import LOG2_P_SCALE, TILE_N
 
 
@@ -90,6 +90,44 @@ def test_cta_work_covers_each_tile_and_key_once(b, h, s_q, s_kv, cluster):
     for tile, parts in seen.items():
         assert [s for s, _, _ in parts] == list(range(len(parts)))
         assert parts[0][1] == 0 and parts[-1][2] == n and all(a[2] == c[1] for a, c in zip(parts, parts[1:]))
+
+
+@pytest.mark.parametrize("b, h, s_q, want", [
+    (1, 40, 1024, (320, 56, 2)),   # 2.42 waves: the last 56 tiles in halves, 112 CTAs in one wave
+    (2, 3, 1000, (48, 48, 2)),     # under one wave: every tile in halves
+    (2, 4, 320, (24, 24, 2)),      # the trained model's self attention
+    (1, 12, 1024, (96, 0, 1)),     # 0.73 waves: halves would not fit one wave
+    (1, 40, 2048, (640, 0, 1)),    # 4.85 waves, the last 112 tiles: too full
+    (1, 12, 32760, (3072, 0, 1)),  # 23 waves: more than ROW_SPLIT_WAVES
+    (1, 66, 256, (132, 0, 1)),     # a whole wave
+])
+def test_row_split_by_the_shape(b, h, s_q, want):
+    """tail_rows' plan: the last partial wave's tiles in halves where the halves fit one wave and
+    the launch has at most ROW_SPLIT_WAVES waves; the keys play no part."""
+    p = plan(b, h, s_q, 99, rows=True)
+    assert (p.ctas, p.split, p.segments) == want and p.grid == p.ctas + p.split
+    assert row_split(ROW_SPLIT_WAVES * SPLIT_WAVE + 1) == (0, 1) and row_split(3 * SPLIT_WAVE + 66) == (66, 2)
+    with pytest.raises(ValueError, match="cluster 1"):
+        plan(b, h, s_q, 99, cluster=2, rows=True)
+    with pytest.raises(ValueError, match="ctas"):
+        row_split(0)
+
+
+@pytest.mark.parametrize("b, h, s_q", [(1, 40, 1024), (2, 3, 1000), (2, 4, 320), (3, 5, 129)])
+def test_row_work_covers_each_tile_once_and_split_tiles_by_both_halves(b, h, s_q):
+    """The kernel's CTA -> work arithmetic of tail_rows (split.row_work, traced into the kernel with
+    Int32 and fast divisors), run on Python ints: whole tiles first, one CTA each (half -1); each
+    split tile then by two neighbouring CTAs, halves 0 and 1."""
+    p = plan(b, h, s_q, 99, rows=True)
+    n_full = p.ctas - p.split
+    seen = {}
+    for lin in range(p.grid):
+        m_blk, hh, bb, half = row_work(lin, n_full, p.tiles_m, h)
+        tile = m_blk + p.tiles_m * (hh + h * bb)
+        assert (half >= 0) == (lin >= n_full) and 0 <= m_blk < p.tiles_m and 0 <= hh < h and 0 <= bb < b
+        seen.setdefault(tile, []).append(half)
+    assert sorted(seen) == list(range(p.ctas))
+    assert all(halves == ([-1] if tile < n_full else [0, 1]) for tile, halves in seen.items())
 
 
 def test_row_segments_mark_the_last_ctas():

@@ -13,7 +13,7 @@ N_WG = TILE_M // WG_M
 # (intra, FA3's intra-warp-group order); together 2-4% faster for direct-p and 5-6% for fp8 at the
 # Wan shapes, with the error against exact attention unchanged.
 DEFAULT_CONFIG = {"stages": 2, "fold": 4, "intra": True, "f16_bytes": False, "cluster": 1, "headroom": 0,
-                  "pingpong": 0, "sum_tree": False, "split_tail": False, "pdl": True}
+                  "pingpong": 0, "sum_tree": False, "split_tail": False, "pdl": True, "tail_rows": False}
 # pdl: the kernel launches as a programmatic dependent of the pre-pass's quantise launch (which lets
 # it start at once), so its launch and barrier set-up run under that launch's last programs. Paired
 # on H100s, the whole call from a CUDA graph at 1,024 tokens is 2.1-2.5% faster for direct-p on two
@@ -24,8 +24,11 @@ DEFAULT_CONFIG = {"stages": 2, "fold": 4, "intra": True, "f16_bytes": False, "cl
 # with the row reference held (headroom, item 12: no row max per tile; 0 = the running max).
 # fp8's two warp groups take turns to issue, each handing over once its products are done
 # (pingpong 2, item 13): the same arithmetic, 1-3.5% faster at D128 in two runs, 1% slower at D64
-# (direct-p loses 10% with it).
-MODE_CONFIG = {"direct-p": {"f16_bytes": True, "headroom": DIRECT_P_HEADROOM}, "fp8": {"pingpong": 2}}
+# (direct-p loses 10% with it). direct-p splits a short launch's last partial wave by rows
+# (tail_rows, split.py; item 41): the same bits, the kernel 2-3.6% faster at H40 1,024 tokens D128
+# and 9% where every tile of a small launch splits; it has no turns to take, which fp8's has.
+MODE_CONFIG = {"direct-p": {"f16_bytes": True, "headroom": DIRECT_P_HEADROOM, "tail_rows": True},
+               "fp8": {"pingpong": 2}}
 # Per (mode, head dim), over the mode's: fp8 at D128 sums each tile's p as a tree (its 32 additions
 # per row half had been one dependent chain) and shares each K and V^T load between CTA pairs
 # (cluster 2): together 0.35-0.7% (H12 S32760) and 1.0-1.6% (H40 S32760) faster in two paired
@@ -38,20 +41,26 @@ HEAD_DIM_CONFIG = {("fp8", 128): {"sum_tree": True, "cluster": 2, "split_tail": 
                    ("fp8", 64): {"split_tail": True}}
 # Options only one mode has (the kernel refuses them in the other): a config list meant for both
 # modes (wan-fp4 check --configs, build_prebuilt.py --sm90-config, the benches) skips the other.
-MODE_ONLY = {"f16_bytes": "direct-p", "headroom": "direct-p", "sum_tree": "fp8"}
+MODE_ONLY = {"f16_bytes": "direct-p", "headroom": "direct-p", "sum_tree": "fp8", "tail_rows": "direct-p"}
 
 
 def default_config(mode: str, head_dim: int, config: dict | None = None) -> dict:
-    """The kernel options `launch` uses for `mode` at `head_dim`, with `config`'s over them."""
-    return {**DEFAULT_CONFIG, **MODE_CONFIG.get(mode, {}), **HEAD_DIM_CONFIG.get((mode, head_dim), {}),
-            **(config or {})}
+    """The kernel options `launch` uses for `mode` at `head_dim`, with `config`'s over them. A
+    default tail_rows yields to the options it excludes (split_tail, pingpong, cluster > 1) when
+    `config` asks for one of them; asked for together with one, the kernel refuses."""
+    cfg = {**DEFAULT_CONFIG, **MODE_CONFIG.get(mode, {}), **HEAD_DIM_CONFIG.get((mode, head_dim), {}), **(config or {})}
+    if "tail_rows" not in (config or {}) and (cfg["split_tail"] or cfg["pingpong"] or cfg["cluster"] > 1):
+        cfg["tail_rows"] = False
+    return cfg
 
 
 def launch_configs(mode: str, head_dim: int, config: dict | None = None) -> list[dict]:
-    """The kernels a launch of this config may run: the config's, and with split_tail the same
-    without it (host.launch runs that one where the plan splits nothing). Prebuilt together."""
+    """The kernels a launch of this config may run: the config's, and with split_tail or tail_rows
+    the same without it (host.launch runs that one where the plan splits nothing). Prebuilt
+    together."""
     cfg = default_config(mode, head_dim, config)
-    return [cfg] + ([{**cfg, "split_tail": False}] if cfg["split_tail"] else [])
+    split = cfg["split_tail"] or cfg["tail_rows"]
+    return [cfg] + ([{**cfg, "split_tail": False, "tail_rows": False}] if split else [])
 
 
 def applies(mode: str, config: dict) -> bool:

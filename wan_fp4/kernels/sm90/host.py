@@ -76,15 +76,16 @@ def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, 
     c = log2_scale(default_scale(head_dim) if scale is None else float(scale))
     raw_stream = torch.cuda.current_stream(ops.q8.device).cuda_stream
     split, segments, part, tickets = 0, 1, lse, lse  # unused without split_tail
-    if cfg["split_tail"]:
-        p = plan(b, h, ops.seq_q, ops.seq_kv, cfg["cluster"])
+    if cfg["split_tail"] or cfg["tail_rows"]:
+        p = plan(b, h, ops.seq_q, ops.seq_kv, cfg["cluster"], rows=cfg["tail_rows"])
         if p.split:
             split, segments = p.split, p.segments
-            # zero for this call alone: a buffer kept between calls would be shared by graphs
-            # captured on one stream and replayed concurrently on others (one memset per call)
-            tickets = torch.zeros(split * N_WG, dtype=torch.int32, device=ops.q8.device)
-            part = torch.empty(split_workspace(p, head_dim, mode), dtype=torch.float32,
-                               device=ops.q8.device)
+            if cfg["split_tail"]:
+                # zero for this call alone: a buffer kept between calls would be shared by graphs
+                # captured on one stream and replayed concurrently on others (one memset per call)
+                tickets = torch.zeros(split * N_WG, dtype=torch.int32, device=ops.q8.device)
+                part = torch.empty(split_workspace(p, head_dim, mode), dtype=torch.float32,
+                                   device=ops.q8.device)
         else:
             # nothing to split: the kernel without the option (the same bits, and no decode)
             cfg = plain[0]

@@ -48,7 +48,7 @@ from .config import N_WG, WG_M
 from .ptx import (add_f16x2, cta_index_x_again, cvt_bf16x2, cvt_f16x2_relu, ex2_approx, f16x2_max_f32,
                   f16x2_splat, fma_f32, fma_sat_f32, lg2_approx, low_bytes_of_halves, max_f16x2, mul_f32,
                   pack_e4m3x4, pack_f16_low_bytes, pack_low_bytes)
-from .split import cta_work
+from .split import cta_work, row_work
 
 F8 = cutlass.Float8E4M3FN
 SAT_SPAN = 128.0  # FFMA.SAT clamps to [0, 1]: t is computed divided by this, so [0, 1] holds t in [0, 128]
@@ -109,7 +109,7 @@ class Regs(NamedTuple):
 class Sm90Attention:
     def __init__(self, mode: str, head_dim: int, stages: int = 2, pingpong: int = 0, fold: int = 1,
                  intra: bool = False, f16_bytes: bool = False, cluster: int = 1, headroom: int = 0,
-                 sum_tree: bool = False, split_tail: bool = False, pdl: bool = False):
+                 sum_tree: bool = False, split_tail: bool = False, pdl: bool = False, tail_rows: bool = False):
         if mode not in ("direct-p", "fp8"):
             raise ValueError(f"mode must be 'direct-p' or 'fp8', got {mode!r}")
         if head_dim not in (64, 128):
@@ -161,8 +161,15 @@ class Sm90Attention:
             raise ValueError(f"sum_tree applies to mode 'fp8' only, got mode {mode!r}")
         self.sum_tree = bool(sum_tree)  # fp8's row sum per tile as a balanced tree, not a chain
         # split_tail: the last partial wave's query tiles split along the keys (split.py), each
-        # segment a CTA
+        # segment a CTA; tail_rows: split along the rows instead, each consumer warp group's 64
+        # rows a CTA of their own whose other group only releases the K/V stages (the same bits:
+        # a group's work does not change)
         self.split_tail = bool(split_tail)
+        if tail_rows and (split_tail or pingpong or cluster > 1):
+            raise ValueError(f"tail_rows excludes split_tail, pingpong and cluster > 1 (an idle warp group takes "
+                             f"no turns and shares no cluster loads), got split_tail={split_tail} "
+                             f"pingpong={pingpong} cluster={cluster}")
+        self.tail_rows = bool(tail_rows)
         # pdl: launched as a programmatic dependent of the launch before it in the stream (the
         # pre-pass's quantise launch), so this grid's launch and barrier set-up overlap that
         # launch's last programs; every thread waits for it (griddepcontrol.wait) before touching
@@ -186,7 +193,8 @@ class Sm90Attention:
         scales (B,H,blocks) and (B,H,D); outputs O (B,Sq,H,D) BF16 and LSE (B,H,Sq) FP32.
         split_tail: the plan's split and segments (split.py), the split CTAs' partial states
         (FP32, host.split_workspace floats) and one ticket per split tile and consumer warp group
-        (Int32, zero before the launch); otherwise unused."""
+        (Int32, zero before the launch); tail_rows: the plan's split (segments 2); otherwise
+        unused."""
         d, dv = self.d, self.dv
         n_qb = (s_q + 127) // 128
         n_kb = (s_kv + 127) // 128
@@ -239,14 +247,16 @@ class Sm90Attention:
         n_mb = (s_q + TILE_M - 1) // TILE_M
         tiles_m = (n_mb + self.cluster - 1) // self.cluster * self.cluster
         grid = (tiles_m, h, b)
-        n_full = tiles_m * h * b - split  # the CTAs of whole query tiles (split_tail)
-        if const_expr(self.split_tail):
+        n_full = tiles_m * h * b - split  # the CTAs of whole query tiles (split_tail, tail_rows)
+        if const_expr(self.split_tail or self.tail_rows):
             # one dimension: CTA i < n_full is tile i (query tile fastest, then head, then batch),
             # then `segments` CTAs per split tile (see kernel)
             grid = (n_full + split * segments, 1, 1)
         launch = self.kernel(
             mma_qk, mma_pv, tma_q, tQ, tma_k, tK, tma_v, tV, mO, mL, mSq, mSk, mSv,
             sQ_layout, sK_layout, sV_layout, s_q, s_kv, c, p_part, p_ticket, tiles_m, h, n_full, segments,
+            # tail_rows decodes every CTA's index: by multiply-shift divisors made once per launch
+            cute.fast_divmod_create_divisor_v2(tiles_m), cute.fast_divmod_create_divisor_v2(h),
         )
         cluster = {} if self.cluster == 1 else {"cluster": [self.cluster, 1, 1]}  # no cluster launch for 1
         launch.launch(grid=grid, block=[self.threads, 1, 1], stream=stream, min_blocks_per_mp=1, use_pdl=self.pdl,
@@ -278,17 +288,23 @@ class Sm90Attention:
         mO: cute.Tensor, mL: cute.Tensor, mSq: cute.Tensor, mSk: cute.Tensor, mSv: cute.Tensor,
         sQ_layout: cute.ComposedLayout, sK_layout: cute.ComposedLayout, sV_layout: cute.ComposedLayout,
         s_q: Int32, s_kv: Int32, c: Float32, p_part: cute.Pointer, p_ticket: cute.Pointer,
-        tiles_m: Int32, h: Int32, n_full: Int32, segments: Int32,
+        tiles_m: Int32, h: Int32, n_full: Int32, segments: Int32, div_m: cute.FastDivmodDivisorV2,
+        div_h: cute.FastDivmodDivisorV2,
     ):
         tidx, _, _ = cute.arch.thread_idx()
         warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         wg = warp // 4
         n_tiles = (s_kv + TILE_N - 1) // TILE_N
-        t0, count, plan = 0, n_tiles, None
+        t0, count, plan, idle = 0, n_tiles, None, False
         if const_expr(self.split_tail):
             plan = (n_full, segments, tiles_m, h, n_tiles)
             lin, _, _ = cute.arch.block_idx()
             m_blk, hh, bb, _, _, _, t0, count = cta_work(lin, *plan, self.cluster, Int32)
+        elif const_expr(self.tail_rows):
+            # a split tile's CTA `half` is its consumer warp group `half`'s rows over every key
+            lin, _, _ = cute.arch.block_idx()
+            m_blk, hh, bb, half = row_work(lin, n_full, div_m, div_h, Int32)
+            idle = (half >= 0) & (wg - 1 != half)
         else:
             m_blk, hh, bb = cute.arch.block_idx()
 
@@ -380,11 +396,17 @@ class Sm90Attention:
         else:
             cute.arch.setmaxregister_increase(CONSUMER_REGS)
             sTk = st.ticket.get_tensor(cute.make_layout((N_WG,))) if const_expr(self.split_tail) else None
-            self.consume(
-                mma_qk, mma_pv, sQ, sK, sV, cons_q, cons_k, cons_v, mO, mL, mSq, mSk, mSv,
-                s_q, s_kv, c, n_tiles, m_blk, hh, bb, wg - 1, tidx % 128, sO,
-                t0, count, (p_part, p_ticket, sTk, plan),
-            )
+            if idle:
+                # tail_rows: the other group's CTA has these rows; release each stage as it lands
+                for n in cutlass.range(count, unroll=1):
+                    cons_k.wait_and_advance().release()
+                    cons_v.wait_and_advance().release()
+            else:
+                self.consume(
+                    mma_qk, mma_pv, sQ, sK, sV, cons_q, cons_k, cons_v, mO, mL, mSq, mSk, mSv,
+                    s_q, s_kv, c, n_tiles, m_blk, hh, bb, wg - 1, tidx % 128, sO,
+                    t0, count, (p_part, p_ticket, sTk, plan),
+                )
         if const_expr(self.cluster > 1):
             # no CTA leaves while its peer may still release a stage to its barriers
             cute.arch.cluster_arrive()

@@ -1,7 +1,9 @@
-"""The sm90 kernel's tail split (config option `split_tail`, docs/SM90_GEN2.md item 29): where a
-launch's last partial wave of CTAs is spread over the idle SMs by splitting those query tiles'
-keys into segments, each segment a CTA of its own whose partial (m, l, acc) the last of them to
-finish merges.
+"""The sm90 kernel's tail split (config options `split_tail` and `tail_rows`, docs/SM90_GEN2.md
+items 29 and 41): where a launch's last partial wave of CTAs is spread over the idle SMs by
+splitting those query tiles into CTAs of their own. `split_tail` splits a tile's keys into
+segments, whose partial (m, l, acc) the last of them to finish merges; `tail_rows` splits its rows
+into its two consumer warp groups' halves, each a CTA whose other warp group idles (one warp group
+alone runs a tile's keys at 75% of two's rate per key tile, and needs no merge).
 
 A launch has one CTA per 128-row query tile (a pair with cluster 2), ordered query tile fastest,
 then head, then batch element. With C CTAs, the last C mod W of them form a partial wave that
@@ -13,6 +15,7 @@ output bit, depends on the shape alone.
 
 The numerics follow: a split row runs its mode's rule per segment from a fresh state, and the
 segments merge in FP32 (reference.attention's `segments`, docs/NUMERICS.md "Keys in segments").
+Split by rows, every row runs exactly as unsplit: the same bits.
 Torch is imported only by the functions that make tensors.
 """
 from __future__ import annotations
@@ -27,6 +30,13 @@ SPLIT_WAVE = 132  # CTAs in a wave of the plan: H100/H200 SXM's SM count (one CT
 # 2026-12-05), the kernel alone: segments of 4 key tiles (1,024 tokens) 6-17% slower, of 12 (7,680)
 # within 1.4% either way, of 85 (32,760) 1.5-2.7% faster.
 MIN_SEGMENT_TILES = 32
+# The split by rows only where the launch fills at most this many waves: there a CTA's fixed cost
+# and the partial wave are a large part of the kernel, while at many waves the decode each CTA then
+# does costs more than the partial wave's half tiles save. Paired with the plain kernel on an H100
+# (BENCHMARKS.md, 2026-12-06 seventh run): the kernel 2-3.6% faster at B1 H40 1,024 tokens D128
+# (2.4 waves), the same at D64, 9% faster at B2 H3 1,000 D64 (0.4 waves, every tile split); 1.8%
+# slower for the 1.3B model's cross attention (23 waves), within the spread at 18-179 waves.
+ROW_SPLIT_WAVES = 4
 # A split launch's grid is one-dimensional, and its CTA index arithmetic (cta_work) is 32-bit: no
 # plan splits a launch of more CTAs than that dimension takes.
 GRID_X_MAX = 2**31 - 1
@@ -60,14 +70,27 @@ def tail_split(ctas: int, key_tiles: int, wave: int = SPLIT_WAVE,
     return (rem, segments) if segments >= 2 else (0, 1)
 
 
+def row_split(ctas: int, wave: int = SPLIT_WAVE, max_waves: int = ROW_SPLIT_WAVES) -> tuple[int, int]:
+    """(split, 2) for `ctas` CTAs of at most `max_waves` waves when their last partial wave's
+    tiles, split by rows into two CTAs each, still fit one wave; else (0, 1)."""
+    if ctas < 1:
+        raise ValueError(f"ctas must be positive, got {ctas}")
+    rem = ctas % wave
+    return (rem, 2) if 0 < 2 * rem <= wave and ctas <= max_waves * wave else (0, 1)
+
+
 def plan(b: int, h: int, s_q: int, s_kv: int, cluster: int = 1,
-         min_tiles: int = MIN_SEGMENT_TILES) -> SplitPlan:
+         min_tiles: int = MIN_SEGMENT_TILES, rows: bool = False) -> SplitPlan:
     """The tail split of a launch of the sm90 kernel (128-row query tiles, `cluster` CTAs per
-    cluster along them); min_tiles: see tail_split (the kernel's is MIN_SEGMENT_TILES)."""
+    cluster along them); min_tiles: see tail_split (the kernel's is MIN_SEGMENT_TILES); rows: the
+    split by rows (tail_rows, row_split; cluster 1)."""
     tiles_m = -(-s_q // TILE_M)
     tiles_m = -(-tiles_m // cluster) * cluster
     ctas = tiles_m * h * b
-    p = SplitPlan(ctas, tiles_m, *tail_split(ctas, -(-s_kv // TILE_N), min_tiles=min_tiles))
+    if rows and cluster != 1:
+        raise ValueError(f"the split by rows takes cluster 1, got {cluster}")
+    p = SplitPlan(ctas, tiles_m, *(row_split(ctas) if rows else
+                                   tail_split(ctas, -(-s_kv // TILE_N), min_tiles=min_tiles)))
     if p.grid > GRID_X_MAX:
         p = SplitPlan(ctas, tiles_m, 0, 1)
     # the split tiles start on a cluster boundary (ctas and SPLIT_WAVE are multiples of it), so a
@@ -92,6 +115,20 @@ def cta_work(lin, n_full, segments, tiles_m, h, key_tiles, cluster: int, as_int=
     tile = lin + tail * (j // (cluster * segments) * cluster + j % cluster - j)
     t0, stop = key_range(seg, ks, key_tiles)
     return (tile % tiles_m, (tile // tiles_m) % h, tile // (tiles_m * h), tile - n_full, seg, ks, t0, stop - t0)
+
+
+def row_work(lin, n_full, div_m, div_h, as_int=int):
+    """The work of CTA `lin` of a launch split by rows (tail_rows): (m_blk, head, batch, half),
+    half -1 for a whole tile, else the consumer warp group whose 64 rows the CTA computes. CTAs
+    below n_full are whole tiles in order (query tile fastest, then head, then batch element);
+    then two CTAs per split tile. div_m, div_h: the query tiles per head and the heads, as ints or
+    as the kernel's fast divisors (the same divmod either way). Branch-free, as cta_work."""
+    tail = as_int(lin >= n_full)
+    j = lin - n_full
+    tile = lin + tail * ((j >> 1) - j)  # n_full + j // 2 in the tail (j >= 0 there)
+    rest, m_blk = divmod(tile, div_m)
+    batch, head = divmod(rest, div_h)
+    return m_blk, head, batch, tail * ((j & 1) + 1) - 1
 
 
 def key_range(segment, segments, key_tiles):
