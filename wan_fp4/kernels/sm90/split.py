@@ -3,7 +3,7 @@ items 29 and 41): where a launch's last partial wave of CTAs is spread over the 
 splitting those query tiles into CTAs of their own. `split_tail` splits a tile's keys into
 segments, whose partial (m, l, acc) the last of them to finish merges; `tail_rows` splits its rows
 into its two consumer warp groups' halves, each a CTA whose other warp group idles (one warp group
-alone runs a tile's keys at 75% of two's rate per key tile, and needs no merge).
+alone takes 75% of two's time per key tile for half the rows, and needs no merge).
 
 A launch has one CTA per 128-row query tile (a pair with cluster 2), ordered query tile fastest,
 then head, then batch element. With C CTAs, the last C mod W of them form a partial wave that
