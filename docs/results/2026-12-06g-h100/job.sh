@@ -4,7 +4,7 @@
 #   tar -C .device -cf - sm90_pair | .device/zstd -q -19 -o .device/sm90_pair.tar.zst -f
 # carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", ".device/sm90_pair.tar.zst"]
 # `rows` ran the first build (each CTA's index decoded by integer division), `rows2` the second
-# (fast divisors); `package` the package as committed.
+# (fast divisors); `package` the package as committed, twice (`package/`, `package2/`).
 set -o pipefail
 export PYTHONUNBUFFERED=1
 source .device/install.sh py || exit 4

@@ -75,7 +75,7 @@ def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, 
                              f"{t.data_ptr():#x} (a view at an offset into a larger tensor?)")
     c = log2_scale(default_scale(head_dim) if scale is None else float(scale))
     raw_stream = torch.cuda.current_stream(ops.q8.device).cuda_stream
-    split, segments, part, tickets = 0, 1, lse, lse  # unused without split_tail
+    split, segments, part, tickets = 0, 1, lse, lse  # the plan's split; part and tickets split_tail's alone
     if cfg["split_tail"] or cfg["tail_rows"]:
         p = plan(b, h, ops.seq_q, ops.seq_kv, cfg["cluster"], rows=cfg["tail_rows"])
         if p.split:
