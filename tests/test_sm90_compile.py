@@ -752,7 +752,7 @@ def test_split_tail_keeps_the_main_loop(mode):
 
 
 def test_tail_rows_idles_one_warp_group_and_keeps_the_main_loop():
-    """tail_rows (direct-p's default; split.row_work): a one-dimensional grid, its index decoded by
+    """tail_rows (direct-p's default; split.cta_work by rows): a one-dimensional grid, its index decoded by
     the launch's multiply-shift divisors (no division sequence per CTA, which made a first build
     1.8-5% slower on many short CTAs); a split tile's CTA runs one consumer warp group while the
     other only waits for and releases each K and V stage; the main loop keeps the plain kernel's

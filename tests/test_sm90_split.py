@@ -8,7 +8,7 @@ import torch
 from wan_fp4 import formats, reference
 from wan_fp4.eval.metrics import rel_l2
 from wan_fp4.kernels.sm90.split import (MIN_SEGMENT_TILES, ROW_SPLIT_WAVES, SPLIT_WAVE, cta_work, key_range, plan,
-                                         row_segments, row_split, row_work, tail_split)
+                                         row_segments, row_split, segment_keys, tail_split)
 from wan_fp4.modes import LOG2_P_SCALE, TILE_N
 
 
@@ -77,15 +77,17 @@ def test_cta_work_covers_each_tile_and_key_once(b, h, s_q, s_kv, cluster):
     n = -(-s_kv // TILE_N)
     n_full = p.ctas - p.split
     seen = {}
-    works = [cta_work(lin, n_full, p.segments, p.tiles_m, h, n, cluster) for lin in range(p.grid)]
+    works = [cta_work(lin, n_full, p.segments, p.tiles_m, h, cluster) for lin in range(p.grid)]
+    works = [w + segment_keys(w[3], w[4], p.segments, n) for w in works]
     for lin, (m_blk, hh, bb, split, seg, ks, t0, count) in enumerate(works):
         tile = m_blk + p.tiles_m * (hh + h * bb)
+        assert 0 <= m_blk < p.tiles_m and 0 <= hh < h and 0 <= bb < b
         assert split == tile - n_full and (ks > 1) == (split >= 0) and (ks == p.segments or ks == 1)
         assert (t0, t0 + count) == key_range(seg, ks, n) and count >= 1
         seen.setdefault(tile, []).append((seg, t0, t0 + count))
         if lin % cluster:  # the cluster's other CTA: the neighbouring tile, the same keys
             prev = works[lin - 1]
-            assert prev[4:] == (split - 1, seg, ks, t0, count)[1:] and prev[0] == m_blk - 1
+            assert prev[4:] == (seg, ks, t0, count) and prev[3] == split - 1 and prev[0] == m_blk - 1
     assert sorted(seen) == list(range(p.ctas))
     for tile, parts in seen.items():
         assert [s for s, _, _ in parts] == list(range(len(parts)))
@@ -114,18 +116,18 @@ def test_row_split_by_the_shape(b, h, s_q, want):
 
 
 @pytest.mark.parametrize("b, h, s_q", [(1, 40, 1024), (2, 3, 1000), (2, 4, 320), (3, 5, 129)])
-def test_row_work_covers_each_tile_once_and_split_tiles_by_both_halves(b, h, s_q):
-    """The kernel's CTA -> work arithmetic of tail_rows (split.row_work, traced into the kernel with
-    Int32 and fast divisors), run on Python ints: whole tiles first, one CTA each (half -1); each
-    split tile then by two neighbouring CTAs, halves 0 and 1."""
+def test_cta_work_by_rows_covers_each_tile_once_and_split_tiles_by_both_halves(b, h, s_q):
+    """The same arithmetic for tail_rows (parts 2, cluster 1), run on Python ints: whole tiles
+    first, one CTA each; each split tile then by two neighbouring CTAs, halves 0 and 1."""
     p = plan(b, h, s_q, 99, rows=True)
     n_full = p.ctas - p.split
     seen = {}
     for lin in range(p.grid):
-        m_blk, hh, bb, half = row_work(lin, n_full, p.tiles_m, h)
+        m_blk, hh, bb, split, half = cta_work(lin, n_full, 2, p.tiles_m, h, 1)
         tile = m_blk + p.tiles_m * (hh + h * bb)
-        assert (half >= 0) == (lin >= n_full) and 0 <= m_blk < p.tiles_m and 0 <= hh < h and 0 <= bb < b
-        seen.setdefault(tile, []).append(half)
+        assert split == tile - n_full and (split >= 0) == (lin >= n_full)
+        assert 0 <= m_blk < p.tiles_m and 0 <= hh < h and 0 <= bb < b
+        seen.setdefault(tile, []).append(half if split >= 0 else -1)
     assert sorted(seen) == list(range(p.ctas))
     assert all(halves == ([-1] if tile < n_full else [0, 1]) for tile, halves in seen.items())
 

@@ -48,7 +48,7 @@ from .config import N_WG, WG_M
 from .ptx import (add_f16x2, cta_index_x_again, cvt_bf16x2, cvt_f16x2_relu, ex2_approx, f16x2_max_f32,
                   f16x2_splat, fma_f32, fma_sat_f32, lg2_approx, low_bytes_of_halves, max_f16x2, mul_f32,
                   pack_e4m3x4, pack_f16_low_bytes, pack_low_bytes)
-from .split import cta_work, row_work
+from .split import cta_work, segment_keys
 
 F8 = cutlass.Float8E4M3FN
 SAT_SPAN = 128.0  # FFMA.SAT clamps to [0, 1]: t is computed divided by this, so [0, 1] holds t in [0, 128]
@@ -254,8 +254,9 @@ class Sm90Attention:
             grid = (n_full + split * segments, 1, 1)
         launch = self.kernel(
             mma_qk, mma_pv, tma_q, tQ, tma_k, tK, tma_v, tV, mO, mL, mSq, mSk, mSv,
-            sQ_layout, sK_layout, sV_layout, s_q, s_kv, c, p_part, p_ticket, tiles_m, h, n_full, segments,
-            # tail_rows decodes every CTA's index: by multiply-shift divisors made once per launch
+            sQ_layout, sK_layout, sV_layout, s_q, s_kv, c, p_part, p_ticket, n_full, segments,
+            # split_tail and tail_rows decode every CTA's index: by multiply-shift divisors made once
+            # per launch
             cute.fast_divmod_create_divisor_v2(tiles_m), cute.fast_divmod_create_divisor_v2(h),
         )
         cluster = {} if self.cluster == 1 else {"cluster": [self.cluster, 1, 1]}  # no cluster launch for 1
@@ -288,8 +289,7 @@ class Sm90Attention:
         mO: cute.Tensor, mL: cute.Tensor, mSq: cute.Tensor, mSk: cute.Tensor, mSv: cute.Tensor,
         sQ_layout: cute.ComposedLayout, sK_layout: cute.ComposedLayout, sV_layout: cute.ComposedLayout,
         s_q: Int32, s_kv: Int32, c: Float32, p_part: cute.Pointer, p_ticket: cute.Pointer,
-        tiles_m: Int32, h: Int32, n_full: Int32, segments: Int32, div_m: cute.FastDivmodDivisorV2,
-        div_h: cute.FastDivmodDivisorV2,
+        n_full: Int32, segments: Int32, div_m: cute.FastDivmodDivisorV2, div_h: cute.FastDivmodDivisorV2,
     ):
         tidx, _, _ = cute.arch.thread_idx()
         warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -297,14 +297,15 @@ class Sm90Attention:
         n_tiles = (s_kv + TILE_N - 1) // TILE_N
         t0, count, plan, idle = 0, n_tiles, None, False
         if const_expr(self.split_tail):
-            plan = (n_full, segments, tiles_m, h, n_tiles)
+            plan = (n_full, segments, div_m, div_h)
             lin, _, _ = cute.arch.block_idx()
-            m_blk, hh, bb, _, _, _, t0, count = cta_work(lin, *plan, self.cluster, Int32)
+            m_blk, hh, bb, split, seg = cta_work(lin, *plan, self.cluster, Int32)
+            _, t0, count = segment_keys(split, seg, segments, n_tiles, Int32)
         elif const_expr(self.tail_rows):
             # a split tile's CTA `half` is its consumer warp group `half`'s rows over every key
             lin, _, _ = cute.arch.block_idx()
-            m_blk, hh, bb, half = row_work(lin, n_full, div_m, div_h, Int32)
-            idle = (half >= 0) & (wg - 1 != half)
+            m_blk, hh, bb, split, half = cta_work(lin, n_full, 2, div_m, div_h, 1, Int32)
+            idle = (split >= 0) & (wg - 1 != half)
         else:
             m_blk, hh, bb = cute.arch.block_idx()
 
@@ -485,7 +486,8 @@ class Sm90Attention:
             # the CTA's work again from its index: kept from the start, it would hold uniform
             # registers through the main loop (its wgmma descriptors then get rebuilt per tile)
             p_part, p_ticket, sTk, plan = tail_split
-            m_blk, hh, bb, split, seg, ks, _, _ = cta_work(cta_index_x_again(), *plan, self.cluster, Int32)
+            m_blk, hh, bb, split, seg = cta_work(cta_index_x_again(), *plan, self.cluster, Int32)
+            ks, _, _ = segment_keys(split, seg, plan[1], n_tiles, Int32)
             row_wg = m_blk * TILE_M + wgc * WG_M
             last = cutlass.Boolean(True)
             if ks > 1:

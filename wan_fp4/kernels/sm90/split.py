@@ -99,36 +99,44 @@ def plan(b: int, h: int, s_q: int, s_kv: int, cluster: int = 1,
     return p
 
 
-def cta_work(lin, n_full, segments, tiles_m, h, key_tiles, cluster: int, as_int=int):
-    """The work of CTA `lin` of a split launch (the kernel calls this with its Int32 values and
-    as_int=Int32; the tests with Python ints): (m_blk, head, batch, split, seg, ks, t0, count), its
-    query tile, head and batch element, its place among the split tiles (its tile - n_full,
-    negative for a whole tile), its segment of ks (0 of 1 for a whole tile) and its key tiles
-    [t0, t0 + count). CTAs below n_full (= ctas - split) are whole tiles in order (query tile
-    fastest, then head, then batch element); then each split tile's `segments` CTAs, a cluster's
-    CTAs the same segment of neighbouring tiles (their K/V loads are shared). Branch-free, so the
-    same arithmetic runs in both (a whole tile's terms are multiplied by 0; j >= 0 otherwise)."""
+def cta_work(lin, n_full, parts, div_m, div_h, cluster: int, as_int=int):
+    """The work of CTA `lin` of a split launch, both kinds (the kernel calls this with its Int32
+    values, the launch's multiply-shift divisors and as_int=Int32; the tests with Python ints):
+    (m_blk, head, batch, split, part), its query tile, head and batch element, its place among the
+    split tiles (its tile - n_full, negative for a whole tile) and its part of that tile (0 for a
+    whole tile): the segment of keys (split_tail, `parts` = the plan's segments) or the consumer
+    warp group whose rows it computes (tail_rows, parts = 2). CTAs below n_full are whole tiles in
+    order (query tile fastest, then head, then batch element); then each split tile's `parts`
+    CTAs, a cluster's CTAs the same part of neighbouring tiles (their K/V loads are shared).
+    div_m, div_h: the query tiles per head and the heads, as ints or as the kernel's divisors (the
+    same divmod either way). Branch-free, so the same arithmetic runs in both (a whole tile's terms
+    are multiplied by 0; j >= 0 otherwise)."""
     tail = as_int(lin >= n_full)
     j = lin - n_full
-    ks = 1 + tail * (segments - 1)
-    seg = tail * ((j // cluster) % segments)
-    tile = lin + tail * (j // (cluster * segments) * cluster + j % cluster - j)
-    t0, stop = key_range(seg, ks, key_tiles)
-    return (tile % tiles_m, (tile // tiles_m) % h, tile // (tiles_m * h), tile - n_full, seg, ks, t0, stop - t0)
-
-
-def row_work(lin, n_full, div_m, div_h, as_int=int):
-    """The work of CTA `lin` of a launch split by rows (tail_rows): (m_blk, head, batch, half),
-    half -1 for a whole tile, else the consumer warp group whose 64 rows the CTA computes. CTAs
-    below n_full are whole tiles in order (query tile fastest, then head, then batch element);
-    then two CTAs per split tile. div_m, div_h: the query tiles per head and the heads, as ints or
-    as the kernel's fast divisors (the same divmod either way). Branch-free, as cta_work."""
-    tail = as_int(lin >= n_full)
-    j = lin - n_full
-    tile = lin + tail * ((j >> 1) - j)  # n_full + j // 2 in the tail (j >= 0 there)
+    part = tail * _mod(_div(j, cluster), parts)
+    tile = lin + tail * (_div(j, cluster * parts) * cluster + _mod(j, cluster) - j)
     rest, m_blk = divmod(tile, div_m)
     batch, head = divmod(rest, div_h)
-    return m_blk, head, batch, tail * ((j & 1) + 1) - 1
+    return m_blk, head, batch, tile - n_full, part
+
+
+def _div(x, d):
+    """x // d; by a power-of-two constant, a shift (the kernel's Int32 floor division by a constant
+    otherwise carries the fix-ups of a negative x)."""
+    return x >> (d.bit_length() - 1) if isinstance(d, int) and d & (d - 1) == 0 else x // d
+
+
+def _mod(x, d):
+    """x % d; by a power-of-two constant, a mask (see _div)."""
+    return x & (d - 1) if isinstance(d, int) and d & (d - 1) == 0 else x % d
+
+
+def segment_keys(split, seg, segments, key_tiles, as_int=int):
+    """(ks, t0, count) of a split_tail CTA (split, seg from cta_work): its tile's segments (1 for a
+    whole tile) and its key tiles [t0, t0 + count)."""
+    ks = 1 + as_int(split >= 0) * (segments - 1)
+    t0, stop = key_range(seg, ks, key_tiles)
+    return ks, t0, stop - t0
 
 
 def key_range(segment, segments, key_tiles):

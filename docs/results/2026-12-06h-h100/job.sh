@@ -1,0 +1,24 @@
+# Issue 16: split_tail and tail_rows decode each CTA's index with one function, split.cta_work, by
+# the launch's multiply-shift divisors (BENCHMARKS.md 2026-12-06 eighth run). Prepare on the CPU:
+#   python3 scripts/build_prebuilt.py --only sm90            (the package's new objects and shims)
+#   (cd wan_fp4/kernels/prebuilt/sm90a && tar -cf - lib*.so | ../../../../.device/zstd -q -19 -o ../../../../.device/shims.tar.zst -f)
+#   .device/sm90_old: the objects of the commit before (git show), the new manifest, shims linked
+#   with wan_fp4.kernels.aot.link_shim; tar -C .device -cf - sm90_old | .device/zstd -q -19 -o .device/sm90_old.tar.zst -f
+# carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", ".device/shims.tar.zst", ".device/sm90_old.tar.zst"]
+set -o pipefail
+export PYTHONUNBUFFERED=1
+source .device/install.sh py || exit 4
+export PYTHONPATH=$PWD:$PYTHONPATH
+nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv | tee $OUT/gpu.txt
+date -u +%H:%M:%S
+.device/zstd -q -d -c .device/shims.tar.zst | tar -C wan_fp4/kernels/prebuilt/sm90a -xf - || exit 4
+.device/zstd -q -d -c .device/sm90_old.tar.zst | tar -C .device -xf - || exit 4
+case "$1" in
+divisors)
+  timeout 200 python3 -m wan_fp4.cli check --kernels sm90-cute > $OUT/check_package.txt 2>&1; echo "check rc=$?"
+  tail -1 $OUT/check_package.txt; grep -E "^(FAIL|ERROR)" $OUT/check_package.txt | head -20
+  timeout 150 python3 docs/results/2026-12-06h-h100/work.py check 2>&1 | grep -v "skipped inside" | tee $OUT/check.txt
+  timeout 200 python3 docs/results/2026-12-06h-h100/work.py pairs 2>&1 | grep -v "skipped inside" | tee $OUT/pairs.txt
+  ;;
+esac
+date -u +%H:%M:%S
