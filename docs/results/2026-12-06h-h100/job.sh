@@ -14,6 +14,25 @@ date -u +%H:%M:%S
 .device/zstd -q -d -c .device/shims.tar.zst | tar -C wan_fp4/kernels/prebuilt/sm90a -xf - || exit 4
 .device/zstd -q -d -c .device/sm90_old.tar.zst | tar -C .device -xf - || exit 4
 case "$1" in
+lanes)
+  # two CTAs of one consumer warp group per SM (ctas_per_sm 2), the first round's second CTA per
+  # SM started stagger_ns later (a probe, not kept: lanes.diff). Build with lanes.diff applied:
+  #   python3 scripts/build_prebuilt.py --only sm90 --sm90-config '{"ctas_per_sm": 2}' \
+  #     --sm90-config '{"ctas_per_sm": 2, "stagger_ns": 2000}' --sm90-config '{"ctas_per_sm": 2, "stagger_ns": 4000}' \
+  #     --sm90-config '{"ctas_per_sm": 2, "stagger_ns": 4000, "stagger_odd": true}' --sm90-head-dims 128 64 --out .device/sm90_pair
+  #   tar -C .device -cf - sm90_pair | .device/zstd -q -19 -o .device/sm90_pair.tar.zst -f
+  # carry .device/sm90_pair.tar.zst too
+  .device/zstd -q -d -c .device/sm90_pair.tar.zst | tar -C .device -xf - || exit 4
+  timeout 200 python3 -m wan_fp4.cli check --kernels sm90-cute \
+    --configs '[{"ctas_per_sm": 2}, {"ctas_per_sm": 2, "stagger_ns": 4000}]' \
+    --prebuilt-dir .device/sm90_pair > $OUT/check_lanes.txt 2>&1; echo "check rc=$?"
+  tail -1 $OUT/check_lanes.txt; grep -E "^(FAIL|ERROR)" $OUT/check_lanes.txt | head -20
+  timeout 300 python3 scripts/profile_sm90_device.py pairs --mode direct-p --rounds 4 --prebuilt-dir .device/sm90_pair \
+    --configs '{"tail_rows": false}' '{"ctas_per_sm": 2}' '{"ctas_per_sm": 2, "stagger_ns": 2000}' \
+    '{"ctas_per_sm": 2, "stagger_ns": 4000}' '{"ctas_per_sm": 2, "stagger_ns": 4000, "stagger_odd": true}' \
+    --shapes 1x40x1024x128 1x40x1024x64 1x40x2048x128 1x40x4096x128 2x4x320x64 1x12x32760x128 2>&1 \
+    | grep -v "skipped inside" | tee $OUT/pairs_lanes.txt | grep -v round
+  ;;
 divisors)
   timeout 200 python3 -m wan_fp4.cli check --kernels sm90-cute > $OUT/check_package.txt 2>&1; echo "check rc=$?"
   tail -1 $OUT/check_package.txt; grep -E "^(FAIL|ERROR)" $OUT/check_package.txt | head -20
