@@ -48,7 +48,7 @@ from .config import N_WG, WG_M
 from .ptx import (add_f16x2, cta_index_x_again, cvt_bf16x2, cvt_f16x2_relu, ex2_approx, f16x2_max_f32,
                   f16x2_splat, fma_f32, fma_sat_f32, lg2_approx, low_bytes_of_halves, max_f16x2, mul_f32,
                   pack_e4m3x4, pack_f16_low_bytes, pack_low_bytes)
-from .split import cta_work, segment_keys
+from .split import cta_work, segment_keys, tile_segments
 
 F8 = cutlass.Float8E4M3FN
 SAT_SPAN = 128.0  # FFMA.SAT clamps to [0, 1]: t is computed divided by this, so [0, 1] holds t in [0, 128]
@@ -487,7 +487,7 @@ class Sm90Attention:
             # registers through the main loop (its wgmma descriptors then get rebuilt per tile)
             p_part, p_ticket, sTk, plan = tail_split
             m_blk, hh, bb, split, seg = cta_work(cta_index_x_again(), *plan, self.cluster, Int32)
-            ks, _, _ = segment_keys(split, seg, plan[1], n_tiles, Int32)
+            ks = tile_segments(split, plan[1], Int32)
             row_wg = m_blk * TILE_M + wgc * WG_M
             last = cutlass.Boolean(True)
             if ks > 1:

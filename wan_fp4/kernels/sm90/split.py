@@ -131,10 +131,15 @@ def _mod(x, d):
     return x & (d - 1) if isinstance(d, int) and d & (d - 1) == 0 else x % d
 
 
+def tile_segments(split, segments, as_int=int):
+    """The segments of a split_tail CTA's tile (split from cta_work): 1 for a whole tile."""
+    return 1 + as_int(split >= 0) * (segments - 1)
+
+
 def segment_keys(split, seg, segments, key_tiles, as_int=int):
-    """(ks, t0, count) of a split_tail CTA (split, seg from cta_work): its tile's segments (1 for a
-    whole tile) and its key tiles [t0, t0 + count)."""
-    ks = 1 + as_int(split >= 0) * (segments - 1)
+    """(ks, t0, count) of a split_tail CTA (split, seg from cta_work): its tile's segments
+    (tile_segments) and its key tiles [t0, t0 + count)."""
+    ks = tile_segments(split, segments, as_int)
     t0, stop = key_range(seg, ks, key_tiles)
     return ks, t0, stop - t0
 
