@@ -172,6 +172,29 @@ def test_sass_epilogue_stages_o_in_shared_memory_and_stores_whole_rows(tmp_path,
     assert sum(op == "LDS" and suffix == ".128" for op, suffix in ops) == stg.count(".E.128")
 
 
+@pytest.mark.parametrize("mode,head_dim", [("direct-p", 128), ("direct-p", 64), ("fp8", 128), ("fp8", 64)])
+def test_sass_sv_early_loads_the_v_scales_under_the_last_pv(tmp_path, mode, head_dim):
+    """sv_early (direct-p's default, and fp8's at D64): the epilogue's D / 4 V-scale loads are
+    issued before the last PV's wait, at each place a last step is compiled, so none is left after
+    the kernel's last wgmma wait; without it they all come after that wait. Plain kernels (fp8's
+    split tiles read their partial states after the wait too)."""
+    exe = _cuobjdump()
+    if exe is None:
+        pytest.skip("no cuobjdump (CUDA toolkit or triton) to disassemble the cubin")
+    early = sm90.default_config(mode, head_dim)["sv_early"]
+    assert early == (mode == "direct-p" or head_dim == 64)
+    for sv_early in (early, not early):
+        path = tmp_path / f"{mode}_{sv_early}.cubin"
+        path.write_bytes(cubin_of(compile_kernel(mode, head_dim, split_tail=False, tail_rows=False, sv_early=sv_early,
+                                                 options=KEEP)))
+        sass = subprocess.run([exe, "-sass", str(path)], capture_output=True, text=True).stdout
+        ops = re.findall(r"\b(LDG|WARPGROUP\.DEPBAR)\b", sass)
+        last_wait = max(i for i, op in enumerate(ops) if op == "WARPGROUP.DEPBAR")
+        after = ops[last_wait:].count("LDG")
+        assert after == (0 if sv_early else head_dim // 4), (sv_early, after)
+        assert ops[:last_wait].count("LDG") >= (head_dim // 4 if sv_early else 1)
+
+
 @pytest.mark.parametrize("cfg", [{}, {"headroom": 0}, {"f16_bytes": False, "headroom": 0}])
 def test_sass_direct_p_keeps_everything_in_registers(tmp_path, cfg):
     assert not re.search(r"\b(STL|LDL)\b", _sass(tmp_path, **cfg)), "register spills"

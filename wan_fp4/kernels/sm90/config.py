@@ -13,7 +13,8 @@ N_WG = TILE_M // WG_M
 # (intra, FA3's intra-warp-group order); together 2-4% faster for direct-p and 5-6% for fp8 at the
 # Wan shapes, with the error against exact attention unchanged.
 DEFAULT_CONFIG = {"stages": 2, "fold": 4, "intra": True, "f16_bytes": False, "cluster": 1, "headroom": 0,
-                  "pingpong": 0, "sum_tree": False, "split_tail": False, "pdl": True, "tail_rows": False}
+                  "pingpong": 0, "sum_tree": False, "split_tail": False, "pdl": True, "tail_rows": False,
+                  "sv_early": False}
 # pdl: the kernel launches as a programmatic dependent of the pre-pass's quantise launch (which lets
 # it start at once), so its launch and barrier set-up run under that launch's last programs. Paired
 # on H100s, the whole call from a CUDA graph at 1,024 tokens is 2.1-2.5% faster for direct-p on two
@@ -27,7 +28,12 @@ DEFAULT_CONFIG = {"stages": 2, "fold": 4, "intra": True, "f16_bytes": False, "cl
 # (direct-p loses 10% with it). direct-p splits a short launch's last partial wave by rows
 # (tail_rows, split.py; item 41): the same bits, the kernel 2-3.6% faster at H40 1,024 tokens D128
 # and 9% where every tile of a small launch splits; it has no turns to take, which fp8's has.
-MODE_CONFIG = {"direct-p": {"f16_bytes": True, "headroom": DIRECT_P_HEADROOM, "tail_rows": True},
+# sv_early: the epilogue's V scales are loaded while the last PV runs (the same bits). Paired on an
+# H100 (BENCHMARKS.md, 2026-12-06 eleventh run): direct-p's kernel 1.1-1.5% faster for the Wan cross
+# attention (512 keys), 2-3% at D64 short lengths (the trained model's self attention), within the
+# spread at H40 1,024 tokens D128 and at H12 S32760; fp8 at D64 3.3-4.5% faster at 1,024 tokens, at
+# D128 0.4-2.7% slower (so fp8's D128 keeps the scales' loads in the epilogue).
+MODE_CONFIG = {"direct-p": {"f16_bytes": True, "headroom": DIRECT_P_HEADROOM, "tail_rows": True, "sv_early": True},
                "fp8": {"pingpong": 2}}
 # Per (mode, head dim), over the mode's: fp8 at D128 sums each tile's p as a tree (its 32 additions
 # per row half had been one dependent chain) and shares each K and V^T load between CTA pairs
@@ -38,7 +44,7 @@ MODE_CONFIG = {"direct-p": {"f16_bytes": True, "headroom": DIRECT_P_HEADROOM, "t
 # kernel where the plan splits nothing (BENCHMARKS.md, 2026-12-05); at D64 0.7-2.8% faster there in
 # every round, H40 unchanged (BENCHMARKS.md, 2026-12-05, second run).
 HEAD_DIM_CONFIG = {("fp8", 128): {"sum_tree": True, "cluster": 2, "split_tail": True},
-                   ("fp8", 64): {"split_tail": True}}
+                   ("fp8", 64): {"split_tail": True, "sv_early": True}}
 # Options only one mode has (the kernel refuses them in the other): a config list meant for both
 # modes (wan-fp4 check --configs, build_prebuilt.py --sm90-config, the benches) skips the other.
 MODE_ONLY = {"f16_bytes": "direct-p", "headroom": "direct-p", "sum_tree": "fp8", "tail_rows": "direct-p"}

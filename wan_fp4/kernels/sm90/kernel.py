@@ -104,12 +104,15 @@ class Regs(NamedTuple):
     l_run: cute.Tensor  # fp8 only: running sum of p (direct-p: acc column D)
     alpha_r: cute.Tensor  # the last softmax's rescale per row half
     alpha_p: cute.Tensor  # rescale acc_o still owes (since the last fold)
+    sv: cute.Tensor | None = None  # sv_early: the V scales of the thread's columns
+    m_sv: cute.Tensor | None = None  # sv_early: the V scales (D, (H, B)) they come from
 
 
 class Sm90Attention:
     def __init__(self, mode: str, head_dim: int, stages: int = 2, pingpong: int = 0, fold: int = 1,
                  intra: bool = False, f16_bytes: bool = False, cluster: int = 1, headroom: int = 0,
-                 sum_tree: bool = False, split_tail: bool = False, pdl: bool = False, tail_rows: bool = False):
+                 sum_tree: bool = False, split_tail: bool = False, pdl: bool = False, tail_rows: bool = False,
+                 sv_early: bool = False):
         if mode not in ("direct-p", "fp8"):
             raise ValueError(f"mode must be 'direct-p' or 'fp8', got {mode!r}")
         if head_dim not in (64, 128):
@@ -175,6 +178,8 @@ class Sm90Attention:
         # launch's last programs; every thread waits for it (griddepcontrol.wait) before touching
         # global memory, so the stream's order holds whatever launch came before
         self.pdl = bool(pdl)
+        # sv_early: the epilogue's V scales loaded while the last PV runs, not after it
+        self.sv_early = bool(sv_early)
         self.o_row_words = head_dim // 2 + O_ROW_PAD_WORDS  # a staged output row: BF16 pairs, then padding
         self.threads = 128 * (N_WG + 1)
 
@@ -453,7 +458,8 @@ class Sm90Attention:
         l_run.fill(0.0)
 
         hq = cons_q.wait_and_advance()
-        regs = Regs(acc_s, acc_t, acc_o, r_p, r_p32, tSrQ, tSrK, tOrV, m_run, l_run, alpha_r, alpha_p)
+        sv = cute.make_rmem_tensor((self.d // 4,), Float32) if const_expr(self.sv_early) else None
+        regs = Regs(acc_s, acc_t, acc_o, r_p, r_p32, tSrQ, tSrK, tOrV, m_run, l_run, alpha_r, alpha_p, sv, mSv)
         # QK(0) and softmax(0), then steps in groups of G = max(fold, 2) so that the
         # accumulate/fold flags are compile-time per position, then the last 1..G steps (tail).
         hk = cons_k.wait_and_advance()
@@ -580,10 +586,12 @@ class Sm90Attention:
         quad = lane % 4
         # The V scales of this thread's columns, all loaded before the first store: a load after
         # a store waits for it (they might alias), which made the epilogue 64 serial round trips.
-        sv = cute.make_rmem_tensor((self.d // 4,), Float32)
-        for j in cutlass.range_constexpr(self.d // 8):
-            for cc in cutlass.range_constexpr(2):
-                sv[2 * j + cc] = mSv[8 * j + 2 * quad + cc, (hh, bb)]
+        # With sv_early they were loaded under the last PV (step), so their latency is hidden.
+        if const_expr(self.sv_early):
+            sv = regs.sv
+        else:
+            sv = cute.make_rmem_tensor((self.d // 4,), Float32)
+            self.load_sv(sv, mSv, hh, bb, quad)
         # O leaves through shared memory: each thread's BF16 pairs (columns 8j + 2 quad, + 1 of its
         # two rows) go there, and whole rows leave in 16-byte stores. Stored straight from the
         # accumulator layout, each warp store wrote 4 bytes into each of 8 rows (32 such stores per
@@ -617,6 +625,13 @@ class Sm90Attention:
             if row_wg + rr < s_q:
                 cute.autovec_copy(sOw[rr, (None, ch)], words)
                 cute.autovec_copy(words, cute.flat_divide(gO[row_wg + rr, None], (4,))[(None, ch)])
+
+    @cute.jit
+    def load_sv(self, sv, mSv, hh, bb, quad):
+        """The V scales of the thread's output columns 8j + 2 quad and the next, j < D / 8."""
+        for j in cutlass.range_constexpr(self.d // 8):
+            for cc in cutlass.range_constexpr(2):
+                sv[2 * j + cc] = mSv[8 * j + 2 * quad + cc, (hh, bb)]
 
     @cute.jit
     def wait_my_turn(self, wgc):
@@ -776,6 +791,8 @@ class Sm90Attention:
         else:
             self.wait_my_turn(wgc)  # the last turn: end_turns closes it
             self.issue_pv(mma_pv, regs, hv.index, accumulate)
+            if const_expr(self.sv_early):
+                self.load_sv(regs.sv, regs.m_sv, hh, bb, quad)
             warpgroup.wait_group(0)
             hv.release()
             self.promote(regs)
