@@ -195,6 +195,25 @@ def test_sass_sv_early_loads_the_v_scales_under_the_last_pv(tmp_path, mode, head
         assert ops[:last_wait].count("LDG") >= (head_dim // 4 if sv_early else 1)
 
 
+@pytest.mark.parametrize("mode,head_dim", [("direct-p", 128), ("fp8", 128), ("fp8", 64)])
+def test_sass_first_scales_load_before_the_first_waits(tmp_path, mode, head_dim):
+    """The consumers' Q block scale and first K tile scale are both loaded before their first
+    barrier wait (Q's tile), so the K scale's round trip runs under the first loads and QK(0):
+    issued after QK(0)'s wait, it held every CTA's first softmax by one round trip. Default
+    configs (fp8's D128 splits and pairs CTAs: the load comes from the segment's first tile)."""
+    exe = _cuobjdump()
+    if exe is None:
+        pytest.skip("no cuobjdump (CUDA toolkit or triton) to disassemble the cubin")
+    path = tmp_path / f"{mode}.cubin"
+    path.write_bytes(cubin_of(compile_kernel(mode, head_dim, options=KEEP)))
+    sass = subprocess.run([exe, "-sass", str(path)], capture_output=True, text=True).stdout
+    first_wgmma_wait = sass.index("WARPGROUP.DEPBAR")
+    consumer = sass.rindex("SYNCS.PHASECHK", 0, sass.rindex("WARPGROUP.ARRIVE", 0, first_wgmma_wait))
+    consumer = sass.rindex("SYNCS.PHASECHK", 0, consumer)  # Q's wait, then K(0)'s
+    assert len(re.findall(r"\bLDG\b", sass[:consumer])) >= 2
+    assert not re.search(r"\bLDG\b", sass[consumer:first_wgmma_wait + 400])
+
+
 @pytest.mark.parametrize("cfg", [{}, {"headroom": 0}, {"f16_bytes": False, "headroom": 0}])
 def test_sass_direct_p_keeps_everything_in_registers(tmp_path, cfg):
     assert not re.search(r"\b(STL|LDL)\b", _sass(tmp_path, **cfg)), "register spills"

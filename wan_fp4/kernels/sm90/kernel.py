@@ -457,6 +457,15 @@ class Sm90Attention:
         m_run.fill(-Float32.inf)
         l_run.fill(0.0)
 
+        if const_expr(self.split_tail):
+            # the segment's key tiles counted from its first, t0: the K scales, the key count
+            # and the last tile (the only one with keys past s_kv) as seen from there
+            mSk = cute.domain_offset((t0, (0, 0)), mSk)
+            n_tiles = n_tiles - t0
+            s_kv = s_kv - t0 * TILE_N
+        # the first tile's K scale, loaded before the waits (as step loads the next tile's), so
+        # that its round trip runs under the first loads and QK(0), not after them
+        sk0 = mSk[0, (hh, bb)]
         hq = cons_q.wait_and_advance()
         sv = cute.make_rmem_tensor((self.d // 4,), Float32) if const_expr(self.sv_early) else None
         regs = Regs(acc_s, acc_t, acc_o, r_p, r_p32, tSrQ, tSrK, tOrV, m_run, l_run, alpha_r, alpha_p, sv, mSv)
@@ -469,13 +478,7 @@ class Sm90Attention:
         warpgroup.wait_group(0)
         self.hand_over(wgc, True)
         hk.release()
-        if const_expr(self.split_tail):
-            # the segment's key tiles counted from its first, t0: the K scales, the key count
-            # and the last tile (the only one with keys past s_kv) as seen from there
-            mSk = cute.domain_offset((t0, (0, 0)), mSk)
-            n_tiles = n_tiles - t0
-            s_kv = s_kv - t0 * TILE_N
-        self.softmax(regs, 0, n_tiles, s_kv, sqc * mSk[0, (hh, bb)], quad, True)
+        self.softmax(regs, 0, n_tiles, s_kv, sqc * sk0, quad, True)
         self.merge(regs, False)
         args = (mma_qk, mma_pv, regs, wgc, n_tiles, s_kv, sqc, mSk, hh, bb, quad)
         # the loop's pipeline waits stay in this body (their state is loop-carried here)
