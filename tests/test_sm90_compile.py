@@ -133,12 +133,13 @@ def test_sass_has_qgmma_and_bounded_mufu_ex2(tmp_path):
     assert counts["direct-p"][1] * 16 <= counts["fp8"][1]
 
 
-def _sass(tmp_path, **cfg) -> str:
+def _sass(tmp_path, mode="direct-p", head_dim=128, **cfg) -> str:
+    """The SASS of the kernel of (mode, head_dim, cfg over its default config)."""
     exe = _cuobjdump()
     if exe is None:
         pytest.skip("no cuobjdump (CUDA toolkit or triton) to disassemble the cubin")
-    path = tmp_path / "dp.cubin"
-    path.write_bytes(cubin_of(compile_kernel("direct-p", 128, **cfg, options=KEEP)))
+    path = tmp_path / f"{mode}_{head_dim}.cubin"
+    path.write_bytes(cubin_of(compile_kernel(mode, head_dim, **cfg, options=KEEP)))
     run = subprocess.run([exe, "-sass", str(path)], capture_output=True, text=True)
     if run.returncode != 0:
         pytest.skip(f"cuobjdump cannot read an sm_90a cubin: {run.stderr.strip()[:200]}")
@@ -152,13 +153,8 @@ def test_sass_epilogue_stages_o_in_shared_memory_and_stores_whole_rows(tmp_path,
     per column). O goes to shared memory as BF16 pairs (a 32-bit STS per pair: D / 8 per row, two
     rows per thread), then leaves as 16-byte chunks of whole rows (64 rows x D / 8 chunks over 128
     threads); the only other global stores are the two 32-bit LSE values of the thread's rows."""
-    exe = _cuobjdump()
-    if exe is None:
-        pytest.skip("no cuobjdump (CUDA toolkit or triton) to disassemble the cubin")
-    path = tmp_path / f"{mode}.cubin"
     # the plain kernel's (fp8's default merges split tiles' partial states through global memory first)
-    path.write_bytes(cubin_of(compile_kernel(mode, head_dim, split_tail=False, tail_rows=False, options=KEEP)))
-    sass = subprocess.run([exe, "-sass", str(path)], capture_output=True, text=True).stdout
+    sass = _sass(tmp_path, mode, head_dim, split_tail=False, tail_rows=False)
     ops = re.findall(r"\b(LDG|STG|STS|LDS)(\.[A-Z0-9.]+)?\s", sass)
     first_store = next(i for i, (op, _) in enumerate(ops) if op == "STG")
     # every load of the kernel (the per-tile K scales, then one V scale per column a thread holds,
@@ -178,16 +174,10 @@ def test_sass_sv_early_loads_the_v_scales_under_the_last_pv(tmp_path, mode, head
     issued before the last PV's wait, at each place a last step is compiled, so none is left after
     the kernel's last wgmma wait; without it they all come after that wait. Plain kernels (fp8's
     split tiles read their partial states after the wait too)."""
-    exe = _cuobjdump()
-    if exe is None:
-        pytest.skip("no cuobjdump (CUDA toolkit or triton) to disassemble the cubin")
     early = sm90.default_config(mode, head_dim)["sv_early"]
     assert early == (mode == "direct-p" or head_dim == 64)
     for sv_early in (early, not early):
-        path = tmp_path / f"{mode}_{sv_early}.cubin"
-        path.write_bytes(cubin_of(compile_kernel(mode, head_dim, split_tail=False, tail_rows=False, sv_early=sv_early,
-                                                 options=KEEP)))
-        sass = subprocess.run([exe, "-sass", str(path)], capture_output=True, text=True).stdout
+        sass = _sass(tmp_path, mode, head_dim, split_tail=False, tail_rows=False, sv_early=sv_early)
         ops = re.findall(r"\b(LDG|WARPGROUP\.DEPBAR)\b", sass)
         last_wait = max(i for i, op in enumerate(ops) if op == "WARPGROUP.DEPBAR")
         after = ops[last_wait:].count("LDG")
@@ -201,12 +191,7 @@ def test_sass_first_scales_load_before_the_first_waits(tmp_path, mode, head_dim)
     barrier wait (Q's tile), so the K scale's round trip runs under the first loads and QK(0):
     issued after QK(0)'s wait, it held every CTA's first softmax by one round trip. Default
     configs (fp8's D128 splits and pairs CTAs: the load comes from the segment's first tile)."""
-    exe = _cuobjdump()
-    if exe is None:
-        pytest.skip("no cuobjdump (CUDA toolkit or triton) to disassemble the cubin")
-    path = tmp_path / f"{mode}.cubin"
-    path.write_bytes(cubin_of(compile_kernel(mode, head_dim, options=KEEP)))
-    sass = subprocess.run([exe, "-sass", str(path)], capture_output=True, text=True).stdout
+    sass = _sass(tmp_path, mode, head_dim)
     first_wgmma_wait = sass.index("WARPGROUP.DEPBAR")
     consumer = sass.rindex("SYNCS.PHASECHK", 0, sass.rindex("WARPGROUP.ARRIVE", 0, first_wgmma_wait))
     consumer = sass.rindex("SYNCS.PHASECHK", 0, consumer)  # Q's wait, then K(0)'s
