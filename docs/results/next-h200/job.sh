@@ -23,8 +23,11 @@
 #   bash docs/results/next-h200/job.sh peers_a  carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", ".device/sm90", ".device/sage2src"]
 #   bash docs/results/next-h200/job.sh peers_b  the same carry
 #   bash docs/results/next-h200/job.sh sweep    carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", ".device/sm90"]
-#   bash docs/results/next-h200/job.sh package (or package_split, or short: the check, then short.py,
-#     the 1,024- and 2,048-token call beside cuDNN BF16; prepared 2026-12-06, not yet run)  carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", "wan_fp4/kernels/prebuilt/sm90a"]
+#   bash docs/results/next-h200/job.sh package (or package_split, or short: trace.py, each launch's start
+#     and end in a replayed 1,024-token call; cold.py, what a cold L2 costs the kernel, its codes or its
+#     instructions; short.py, the 1,024- and 2,048-token call beside cuDNN BF16; then the floor and the
+#     check as the call's time allows (LEFT seconds); prepared 2026-12-06, not yet run)
+#     carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", "wan_fp4/kernels/prebuilt/sm90a"]
 #     (the folder carries its linked shims, which git ignores; without them no prebuilt kernel loads)
 # (`split`, `bench`, `d64`, `prepass` and `sweep` need only the py bundle and .device/sm90; `dsl`
 # unpacks a whole dsl bundle where it fits.)
@@ -196,13 +199,25 @@ sweep)
     --peers sdpa-cudnn cudnn-fp8-kernel --breakdown --rep-ms 400 $P --json $OUT/sweep.json 2>&1 \
     | tee $OUT/sweep.txt | grep -v '^ *$' | tail -14
   ;;
-package|short)
+package)
   # the package's own prebuilt kernels (no --prebuilt-dir), as a user install runs them
   timeout 300 python3 -m wan_fp4.cli check --kernels sm90-cute > $OUT/check_package.txt 2>&1; echo "check rc=$?"
   tail -1 $OUT/check_package.txt; grep -E "^(FAIL|ERROR)" $OUT/check_package.txt | head -20
-  if [ "$1" = short ]; then
-    # the short lengths beside cuDNN BF16 (issue 16's 1,024-token target), alternated from graphs
-    timeout 200 python3 docs/results/next-h200/short.py 2>&1 | grep -v "skipped inside" | tee $OUT/short.txt
+  ;;
+short)
+  # the 1,024-token call as it runs now, the package's own kernels: each launch's start and end in a
+  # replayed call (torch.profiler), what a cold L2 costs the kernel (its codes or its instructions),
+  # the call beside cuDNN BF16 alternated from graphs (issue 16's target), the call's pieces (floor),
+  # then the package's check
+  timeout 90 python3 docs/results/next-h200/trace.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" | tee $OUT/trace.txt
+  timeout 90 python3 docs/results/next-h200/cold.py 2>&1 | grep -v "skipped inside" | tee $OUT/cold.txt
+  ROUNDS=4 timeout 120 python3 docs/results/next-h200/short.py 2>&1 | grep -v "skipped inside" | tee $OUT/short.txt
+  # what time the call has left (LEFT seconds, default 560): the floor, then the check
+  [ $SECONDS -lt $((${LEFT:-560} - 140)) ] && timeout 130 python3 scripts/profile_sm90_device.py floor 2>&1 \
+    | grep -v "skipped inside" | tee $OUT/floor.txt
+  if [ $SECONDS -lt $((${LEFT:-560} - 130)) ]; then
+    timeout 120 python3 -m wan_fp4.cli check --kernels sm90-cute > $OUT/check_package.txt 2>&1; echo "check rc=$?"
+    tail -1 $OUT/check_package.txt; grep -E "^(FAIL|ERROR)" $OUT/check_package.txt | head -20
   fi
   ;;
 package_split)
