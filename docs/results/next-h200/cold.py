@@ -1,6 +1,6 @@
 """What a cold L2 costs the kernel at B1 H40 S1,024 D128 (direct-p, the package's kernel), split
-into its two suspects: the operands' codes and the kernel's own instructions. Each figure is a
-CUDA graph's time per call less the time of what runs before the kernel in it:
+into its two suspects: the operands' codes and the kernel's own instructions. Each figure is the
+kernel's own duration (CUPTI's start and end under torch.profiler) in a graph of chains:
   warm        the kernel alone (codes and code in L2 from the replay before);
   flushed     L2 flushed (a 4x-L2 fill), then the kernel;
   codes warm  flushed, the codes read back into L2 (sums over their bytes), then the kernel;
@@ -8,13 +8,15 @@ CUDA graph's time per call less the time of what runs before the kernel in it:
               own operands) before it, which brings the kernel's instructions back into L2.
 A job script, not part of the package."""
 import os
+import statistics
 import sys
 
 import torch
+from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.getcwd())
 sys.path.insert(0, os.path.join(os.getcwd(), "scripts"))
-from profile_sm90_device import _graph_ms, _operands  # noqa: E402
+from profile_sm90_device import _operands  # noqa: E402
 from wan_fp4.kernels import sm90  # noqa: E402
 
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
@@ -38,7 +40,7 @@ def flush():
 
 def touch():
     for i, c in enumerate(codes):
-        torch.sum(c, dtype=torch.int64, out=sink[i])
+        torch.sum(c.view(-1), 0, dtype=torch.int64, out=sink[i])
 
 
 def small():
@@ -46,17 +48,36 @@ def small():
 
 
 cases = {
-    "warm": ([], [kernel]),
-    "flushed": ([flush], [flush, kernel]),
-    "codes warm": ([flush, touch], [flush, touch, kernel]),
-    "both warm": ([flush, touch, small], [flush, touch, small, kernel]),
+    "warm": [kernel],
+    "flushed": [flush, kernel],
+    "codes warm": [flush, touch, kernel],
+    "both warm": [flush, touch, small, kernel],
 }
-print("B1 H40 S1024 D128 direct-p kernel, us per call from a CUDA graph, less what runs before it; "
+
+
+def kernel_us(chain, calls=10):
+    """The attention kernel's own duration (CUPTI's start and end; the last sm90 launch of each
+    chain), median over a graph of `calls` chains, the first left out."""
+    g = torch.cuda.CUDAGraph()
+    for f in chain:
+        f()
+    torch.cuda.synchronize()
+    with torch.cuda.graph(g):
+        for _ in range(calls):
+            for f in chain:
+                f()
+    g.replay()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        g.replay()
+        torch.cuda.synchronize()
+    evs = sorted((e for e in prof.events() if e.device_type.name == "CUDA"), key=lambda e: e.time_range.start)
+    ours = [e for e in evs if "Sm90Attention" in e.name or "cutlass" in e.name]
+    per = len(ours) // calls
+    return statistics.median(e.time_range.end - e.time_range.start for e in ours[per - 1::per][1:])
+
+
+print("B1 H40 S1024 D128 direct-p kernel, its own duration in us (CUPTI, from a CUDA graph of 10 chains); "
       f"{ROUNDS} rounds", flush=True)
 for r in range(ROUNDS):
-    row = []
-    for name, (before, chain) in cases.items():
-        base = _graph_ms(lambda b=before: [f() for f in b], 20) if before else 0.0
-        t = _graph_ms(lambda c=chain: [f() for f in c], 20)
-        row.append(f"{name} {1e3 * (t - base):.1f} (chain {1e3 * t:.1f})")
-    print(f"round {r}: " + "; ".join(row), flush=True)
+    print(f"round {r}: " + "; ".join(f"{name} {kernel_us(chain):.1f}" for name, chain in cases.items()), flush=True)

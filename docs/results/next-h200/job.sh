@@ -28,6 +28,9 @@
 #     instructions; short.py, the 1,024- and 2,048-token call beside cuDNN BF16; then the floor and the
 #     check as the call's time allows (LEFT seconds); prepared 2026-12-06, not yet run)
 #     carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", "wan_fp4/kernels/prebuilt/sm90a"]
+#     (`short` first ran on an H100 on 2026-12-06: docs/results/2026-12-06k-h100/)
+#   bash docs/results/next-h200/job.sh quant_rule   the same carry (prepare.quant_launch paired, both modes,
+#     D128 and D64; then the check)
 #     (the folder carries its linked shims, which git ignores; without them no prebuilt kernel loads)
 # (`split`, `bench`, `d64`, `prepass` and `sweep` need only the py bundle and .device/sm90; `dsl`
 # unpacks a whole dsl bundle where it fits.)
@@ -219,6 +222,15 @@ short)
     timeout 120 python3 -m wan_fp4.cli check --kernels sm90-cute > $OUT/check_package.txt 2>&1; echo "check rc=$?"
     tail -1 $OUT/check_package.txt; grep -E "^(FAIL|ERROR)" $OUT/check_package.txt | head -20
   fi
+  ;;
+quant_rule)
+  # prepare.quant_launch (eight warps at 80 registers for short launches at D128) against four warps
+  # everywhere, on the package's call: D128 and D64, both modes; then the same with the rule at D64
+  ROUNDS=4 timeout 150 python3 docs/results/next-h200/quant_rule.py 2>&1 | grep -v "skipped inside" | tee $OUT/quant_rule.txt
+  QUANT_D64=1 ROUNDS=4 timeout 120 python3 docs/results/next-h200/quant_rule.py 2>&1 | grep -v "skipped inside" \
+    | tee $OUT/quant_rule_d64.txt
+  timeout 150 python3 -m wan_fp4.cli check --kernels sm90-cute > $OUT/check_package.txt 2>&1; echo "check rc=$?"
+  tail -1 $OUT/check_package.txt; grep -E "^(FAIL|ERROR)" $OUT/check_package.txt | head -20
   ;;
 package_split)
   # the package's own split kernels on shapes their plan splits (the check's D64 case does not split)
