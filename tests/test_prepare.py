@@ -455,6 +455,31 @@ def test_codes_are_kept_in_l2_only_where_they_all_fit(monkeypatch):
     assert seen == [True, False, False]
 
 
+def test_the_quantise_launch_shape_follows_its_length(monkeypatch):
+    """Eight warps at 80 registers (QUANT_SHORT) for a launch of a few rounds at head dim 128, four
+    warps at ptxas's own registers elsewhere (H100/H200: 132 SMs), and the launch is given them."""
+    short, long = prepare.QUANT_SHORT, prepare.QUANT_LONG
+    assert short == (8, 80) and long == (4, None)
+    assert prepare.quant_launch((8 + 16) * 40, 132, 128) == short  # B1 H40 1,024 tokens: 960 blocks
+    assert prepare.quant_launch((16 + 32) * 40, 132, 128) == short  # 2,048 tokens: 1,920 blocks
+    assert prepare.quant_launch((32 + 64) * 40, 132, 128) == long  # 4,096 tokens: 3,840 blocks
+    assert prepare.quant_launch((256 + 8) * 12, 132, 128) == long  # the 1.3B model's cross attention
+    assert prepare.quant_launch((8 + 16) * 40, 132, 64) == long  # head dim 64: not yet paired
+    seen = []
+
+    class Spy:
+        def __getitem__(self, grid):
+            return lambda *args, **kw: seen.append((kw["num_warps"], kw["maxnreg"]))
+
+    monkeypatch.setattr(prepare, "_quant_kernel", Spy())
+    monkeypatch.setattr(prepare, "_sm_count", lambda device: 1)
+    q, k, v = _inputs(1, 130, 130, 2, 128, seed=33)  # (2 + 4) x 2 = 12 blocks on one SM
+    prepare._prepare_triton(q, k, v, hw_cvt=False)
+    monkeypatch.setattr(prepare, "QUANT_SHORT_BLOCKS", 11)
+    prepare._prepare_triton(q, k, v, hw_cvt=False)
+    assert seen == [short, long]
+
+
 @pytest.mark.parametrize("pdl", [False, True])
 def test_the_launches_after_the_statistics_go_as_its_programmatic_dependents(monkeypatch, pdl):
     """PDL_PREPASS: where `_pdl` allows it (sm90+ on the GPU; never under the interpreter) the

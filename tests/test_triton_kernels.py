@@ -189,12 +189,15 @@ text = ptx(F.fp4_emulation_fwd, {**{n: f32 for n in F.fp4_emulation_fwd.arg_name
            dict(D=128, DP=128, BLOCK_M=128, BLOCK_N=128, PB=32, RESHAPE=True, LADDER=True, IEEE_DOT=False,
                 DEBUG_P=False), num_warps=8, num_stages=2, enable_fp_fusion=False)
 assert ln2 in text, "fp4 emulation: no LN2 in the LSE"
-quant = {(fold, keep, pdl): ptx(prepare._quant_kernel, dict(q_ptr="*bf16", k_ptr="*bf16", v_ptr="*bf16",
-    mean_ptr=f32, amax_ptr=f32, ksum_ptr="*fp64", vmax_ptr=f32, perm_ptr="*i32", q8_ptr=f8, k8_ptr=f8,
-    v8_ptr="*u8", q_scale_ptr=f32, k_scale_ptr=f32, v_scale_ptr=f32, stats_ptr=f32), dict(D=128, BLOCK_D=128,
-    BLOCK_S=128, HW_CVT=True, PERM=True, ONES_ROWS=8, ONE_CODE=0x38, FOLD=fold, GROUP=prepare.TOTALS_LOADS,
-    KEEP=keep, PDL=pdl), num_warps=prepare.QUANT_WARPS)
-    for fold, keep, pdl in ((False, False, False), (True, False, False), (True, True, False), (True, False, True))}
+def quant_ptx(fold, keep, pdl, shape=prepare.QUANT_LONG):
+    warps, maxnreg = shape
+    return ptx(prepare._quant_kernel, dict(q_ptr="*bf16", k_ptr="*bf16", v_ptr="*bf16",
+        mean_ptr=f32, amax_ptr=f32, ksum_ptr="*fp64", vmax_ptr=f32, perm_ptr="*i32", q8_ptr=f8, k8_ptr=f8,
+        v8_ptr="*u8", q_scale_ptr=f32, k_scale_ptr=f32, v_scale_ptr=f32, stats_ptr=f32), dict(D=128, BLOCK_D=128,
+        BLOCK_S=128, HW_CVT=True, PERM=True, ONES_ROWS=8, ONE_CODE=0x38, FOLD=fold, GROUP=prepare.TOTALS_LOADS,
+        KEEP=keep, PDL=pdl), num_warps=warps, **({} if maxnreg is None else {"maxnreg": maxnreg}))
+quant = {args: quant_ptx(*args)
+         for args in ((False, False, False), (True, False, False), (True, True, False), (True, False, True))}
 stats, totals = ({pdl: ptx(prepare._column_stats_kernel, dict(k_ptr="*bf16", v_ptr="*bf16", ksum_ptr="*fp64",
     vmax_ptr=f32, stats_ptr=f32), dict(D=128, BLOCK_D=128, ROWS=prepare.STATS_WARP_ROWS, PDL=pdl),
     num_warps=1, maxnreg=prepare.STATS_MAXNREG) for pdl in (False, True)},
@@ -219,10 +222,14 @@ partials = re.search(r"ld\.global(\.\S+)?\.(b|u|f)64", q_pdl).start()
 assert -1 < q_pdl.find("st.global.b8") < wait < min(q_pdl.find("atom.global"), partials)
 assert not any("griddepcontrol" in t for t in (*quant.values(), stats[False], totals[False]) if t is not q_pdl)
 # every block (Q's, K's and V's, in that order in the PTX, one wait each) issues its rows' loads
-# before it waits, so that none is left after the last wait
-waits = [m.start() for m in re.finditer(r"griddepcontrol\.wait", q_pdl)]
-rows = [q_pdl[a:b].count("ld.global.b16") for a, b in zip([0, *waits], [*waits, len(q_pdl)])]
-assert len(waits) == 3 and min(rows[:3]) > 0 and rows[3] == 0, rows
+# before it waits, so that none is left after the last wait; so does the short launches' shape (a
+# call's at B1 H40 1,024 tokens: totals folded, codes kept in L2, PDL), under its register limit
+short = quant_ptx(True, True, True, prepare.QUANT_SHORT)
+assert f".maxnreg {prepare.QUANT_SHORT[1]}" in short and ".maxnreg" not in q_pdl
+for text, load in ((q_pdl, "ld.global.b16"), (short, "ld.global.L1::evict_first.L2::cache_hint.b16")):
+    waits = [m.start() for m in re.finditer(r"griddepcontrol\.wait", text)]
+    rows = [text[a:b].count(load) for a, b in zip([0, *waits], [*waits, len(text)])]
+    assert len(waits) == 3 and min(rows[:3]) > 0 and rows[3] == 0, rows
 # KEEP: every code store is evict-last in L2 and every Q, K, V load evict-first; without it no hint at all
 kept, plain = quant[True, True, False], quant[True, False, False]
 first = kept.count("ld.global.L1::evict_first.L2::cache_hint.b16")

@@ -534,14 +534,20 @@ STATS_WARP_ROWS = 8  # keys a warp loads per step (8 loads of 16 bytes a thread 
 # compilation read (sm_90a SASS, Triton 3.6 on an H100 and 3.9 on the CPU), at 163-166 registers.
 STATS_MAXNREG = 168
 # Launch shapes are module constants, so that a job on the GPU can time others in one process.
-# Measured on the H200 (BENCHMARKS.md, 2026-12-03): four warps per quantised block beat eight by
-# 5-8% at every length measured, 1,024 to 32,760 tokens
-QUANT_WARPS = 4  # the quantise launch: warps per 128-row block
-# The quantise launch's register limit: None, ptxas's 168 at four warps (three blocks per SM). Paired
-# on an H100 (BENCHMARKS.md, 2026-12-06 third run), limits that fit more blocks were slower: 128 at
-# four warps (it spills) 3-14% on the pre-pass, eight warps 1-8%, eight at 80 registers up to 4.5%
-# (though it made the whole call at B1 H40 1,024 tokens 1.6-2.2% faster).
-QUANT_MAXNREG = None
+# The quantise launch's shape, (warps per 128-row block, ptxas's register limit or None), by its
+# length. Four warps at ptxas's own 168 registers (three blocks an SM) beat eight warps by 5-8% from
+# 1,024 to 32,760 tokens on an H200 (BENCHMARKS.md, 2026-12-03), and the limits that fit more blocks
+# made the pre-pass slower where it runs many rounds (an H100, 2026-12-06 third run: 128 registers
+# at four warps spills, 3-14%; eight warps at 80 registers 0.4-1.2% at the Wan lengths). A launch of
+# a few rounds instead waits on each block's chain after the statistics, and more resident blocks
+# shorten it: eight warps at 80 registers made the whole call 1.3-1.6% faster at B1 H40 1,024 tokens,
+# 0.6-0.7% at H12 1,024 and 0.5-1% at H40 2,048 (the same bits; BENCHMARKS.md, 2026-12-06 thirteenth
+# run, direct-p; the same launch serves fp8). So a launch of at most QUANT_SHORT_BLOCKS blocks per SM
+# takes QUANT_SHORT at head dim 128 (H40 2,048 tokens is 14.5 on 132 SMs; 4,096 tokens, 29, measured
+# within its spread either way, keeps QUANT_LONG). Head dim 64 keeps QUANT_LONG until it is paired.
+QUANT_LONG = (4, None)
+QUANT_SHORT = (8, 80)
+QUANT_SHORT_BLOCKS = 15
 # Each K or V block of the quantise launch may sum its head's column partials itself, sparing the
 # totals launch (1.2-1.7 us from a CUDA graph at 1,024-4,096 tokens, H200); those reads grow with
 # blocks x chunks, and past this many partial rows read by all K blocks (B*H * K blocks * chunks)
@@ -604,6 +610,12 @@ def stats_programs(s: int, bh: int, sms: int) -> tuple[int, int]:
                 return warps, keys
     warps, chunks = STATS_PROGRAMS[-1]
     return warps, chunks[-1]
+
+
+def quant_launch(blocks: int, sms: int, head_dim: int) -> tuple[int, int | None]:
+    """(warps, register limit) of a quantise launch of `blocks` 128-row blocks on `sms` SMs:
+    QUANT_SHORT at head dim 128 up to QUANT_SHORT_BLOCKS blocks per SM, else QUANT_LONG."""
+    return QUANT_SHORT if head_dim == 128 and blocks <= QUANT_SHORT_BLOCKS * sms else QUANT_LONG
 
 
 def _carve(dtype, device, *shapes) -> list:
@@ -712,13 +724,14 @@ def _prepare_triton(q, k, v, hw_cvt: bool, v_perm=None, v_ones_rows=0, programs=
     fold = B * H * nk * n_chunks <= FOLD_READS
     if not fold:
         _column_totals_into(ksum, vmax, n_chunks, k_mean, v_amax, Skv, pdl)
+    warps, maxnreg = quant_launch((nq + 2 * nk) * B * H, _sm_count(dev), D)
     _quant_kernel[(nq + 2 * nk, B * H)](
         q, k, v, k_mean, v_amax, ksum, vmax, _perm_on(dev, v_perm), q8, k8, v8t.view(torch.uint8),
         q_scale, k_scale, v_scale, range_stats, Sq, Skv, H, nq, nk, n_chunks, *q.stride(), *k.stride(), *v.stride(),
         D=D, BLOCK_D=triton.next_power_of_2(D), BLOCK_S=QK_SCALE_BLOCK, HW_CVT=hw_cvt,
         PERM=v_perm is not None, ONES_ROWS=v_ones_rows, ONE_CODE=E4M3_ONE, FOLD=fold, GROUP=TOTALS_LOADS,
-        KEEP=keep_codes(q8.numel() + k8.numel() + v8t.numel(), dev), PDL=pdl, num_warps=QUANT_WARPS,
-        maxnreg=QUANT_MAXNREG, **_pdl_launch(pdl))
+        KEEP=keep_codes(q8.numel() + k8.numel() + v8t.numel(), dev), PDL=pdl, num_warps=warps,
+        maxnreg=maxnreg, **_pdl_launch(pdl))
     return PreparedFP8(q8, k8, v8t, q_scale, k_scale, v_scale, k_mean, Sq, Skv, range_stats, v_perm, v_ones_rows)
 
 
