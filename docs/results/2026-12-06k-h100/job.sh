@@ -3,7 +3,8 @@
 # (BENCHMARKS.md 2026-12-06 thirteenth run; docs/SM90_GEN2.md item 46). Six device calls on one
 # machine, each with carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd",
 # "wan_fp4/kernels/prebuilt/sm90a"] (the folder with its shims linked on the CPU):
-#   1. LEFT=500 bash docs/results/next-h200/job.sh short   (as committed at b7e08ad): trace.txt,
+#   1. LEFT=500 bash docs/results/next-h200/job.sh short   (as committed at b7e08ad, with trace.py,
+#      cold.py and short.py then in next-h200/; the queue now runs the copies here): trace.txt,
 #      short.txt, floor.txt, check_package.txt; its cold.py stopped on a torch.sum signature
 #   2. cold.py with that fixed, each kernel time a graph's time less the chain before it:
 #      cold_by_subtraction.txt (b7e08ad's cold.py with torch.sum(c.view(-1), 0, dtype=torch.int64,

@@ -25,8 +25,9 @@
 #   bash docs/results/next-h200/job.sh sweep    carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", ".device/sm90"]
 #   bash docs/results/next-h200/job.sh package (or package_split, or short: trace.py, each launch's start
 #     and end in a replayed 1,024-token call; cold.py, what a cold L2 costs the kernel, its codes or its
-#     instructions; short.py, the 1,024- and 2,048-token call beside cuDNN BF16; then the floor and the
-#     check as the call's time allows (LEFT seconds); prepared 2026-12-06, not yet run)
+#     instructions; short.py, the 1,024- and 2,048-token call beside cuDNN BF16 (the three scripts as
+#     they ran on the H100, in docs/results/2026-12-06k-h100/); then the floor and the check as the
+#     call's time allows (LEFT seconds); prepared 2026-12-06, not yet run on an H200)
 #     carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", "wan_fp4/kernels/prebuilt/sm90a"]
 #     (`short` first ran on an H100 on 2026-12-06: docs/results/2026-12-06k-h100/)
 #   bash docs/results/next-h200/job.sh quant_rule   the same carry (prepare.quant_launch paired, both modes,
@@ -212,9 +213,9 @@ short)
   # replayed call (torch.profiler), what a cold L2 costs the kernel (its codes or its instructions),
   # the call beside cuDNN BF16 alternated from graphs (issue 16's target), the call's pieces (floor),
   # then the package's check
-  timeout 90 python3 docs/results/next-h200/trace.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" | tee $OUT/trace.txt
-  timeout 90 python3 docs/results/next-h200/cold.py 2>&1 | grep -v "skipped inside" | tee $OUT/cold.txt
-  ROUNDS=4 timeout 120 python3 docs/results/next-h200/short.py 2>&1 | grep -v "skipped inside" | tee $OUT/short.txt
+  timeout 90 python3 docs/results/2026-12-06k-h100/trace.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" | tee $OUT/trace.txt
+  timeout 90 python3 docs/results/2026-12-06k-h100/cold.py 2>&1 | grep -v "skipped inside" | tee $OUT/cold.txt
+  ROUNDS=4 timeout 120 python3 docs/results/2026-12-06k-h100/short.py 2>&1 | grep -v "skipped inside" | tee $OUT/short.txt
   # what time the call has left (LEFT seconds, default 560): the floor, then the check
   [ $SECONDS -lt $((${LEFT:-560} - 140)) ] && timeout 130 python3 scripts/profile_sm90_device.py floor 2>&1 \
     | grep -v "skipped inside" | tee $OUT/floor.txt
