@@ -227,8 +227,8 @@ short)
 quant_rule)
   # prepare.quant_launch (eight warps at 80 registers for short launches at D128) against four warps
   # everywhere, on the package's call: D128 and D64, both modes; then the same with the rule at D64
-  ROUNDS=4 timeout 150 python3 docs/results/next-h200/quant_rule.py 2>&1 | grep -v "skipped inside" | tee $OUT/quant_rule.txt
-  QUANT_D64=1 ROUNDS=4 timeout 120 python3 docs/results/next-h200/quant_rule.py 2>&1 | grep -v "skipped inside" \
+  ROUNDS=4 timeout 150 python3 docs/results/2026-12-06l-h100/quant_rule.py 2>&1 | grep -v "skipped inside" | tee $OUT/quant_rule.txt
+  QUANT_D64=1 ROUNDS=4 timeout 120 python3 docs/results/2026-12-06l-h100/quant_rule.py 2>&1 | grep -v "skipped inside" \
     | tee $OUT/quant_rule_d64.txt
   timeout 150 python3 -m wan_fp4.cli check --kernels sm90-cute > $OUT/check_package.txt 2>&1; echo "check rc=$?"
   tail -1 $OUT/check_package.txt; grep -E "^(FAIL|ERROR)" $OUT/check_package.txt | head -20
@@ -255,6 +255,16 @@ for mode, (b, s, h, d) in (("fp8", (1, 8200, 3, 64)), ("fp8", (2, 9000, 1, 64)),
     print(mode, (b, s, h, d), p, "vs its reference", f"{rel_l2(out, ref):.3e}", "vs exact", f"{rel_l2(out, exact):.4f}",
           "reference vs exact", f"{rel_l2(ref, exact):.4f}", "nan", int(out.isnan().sum()), flush=True)
 PY
+  ;;
+in_model)
+  # the 1,024-token call with Q, K and V just written by a launch before it (as in a model) and
+  # replayed on the same inputs (the target's reading), beside cuDNN BF16 in both conditions
+  ROUNDS=4 timeout 300 python3 docs/results/2026-12-06l-h100/in_model.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
+    | tee $OUT/in_model.txt
+  [ "$2" = pieces ] && ROUNDS=3 timeout 200 python3 docs/results/next-h200/in_model_pieces.py 2>&1 \
+    | grep -v -E "skipped inside|UserWarning|_warn_once" | tee $OUT/in_model_pieces.txt
+  [ "$3" = stats_regs ] && ROUNDS=3 timeout 200 python3 docs/results/next-h200/stats_regs.py 2>&1 \
+    | grep -v -E "skipped inside|UserWarning|_warn_once" | tee $OUT/stats_regs.txt
   ;;
 *)
   echo "usage: job.sh dsl|peers_a|peers_b|sweep|package|package_split|split|bench|d64|prepass"; exit 2

@@ -1,0 +1,13 @@
+# Issue 16, 2026-12-06 (18:39-19:xx UTC, one NVIDIA H100 80GB HBM3; no H200 came: every call asked
+# for one and got an H100, or no machine): the 1,024-token call as committed at fef684f, the quantise
+# launch's rule (prepare.quant_launch) paired on a device, and the call as a model would make it
+# (BENCHMARKS.md 2026-12-06 fourteenth run; docs/SM90_GEN2.md item 47). Each call with carry
+# [".device/py.tar.zst", ".device/install.sh", ".device/zstd", "wan_fp4/kernels/prebuilt/sm90a"]
+# (the folder with its shims linked on the CPU):
+#   1. LEFT=560 bash docs/results/next-h200/job.sh short: trace.txt, cold.txt, short.txt, floor.txt,
+#      check_package.txt (trace.py, cold.py and short.py as in docs/results/2026-12-06k-h100/)
+#   2. bash docs/results/next-h200/job.sh quant_rule: quant_rule.txt, quant_rule_d64.txt,
+#      check_quant_rule.txt (the check's output, check_package.txt on the device); quant_rule.py here
+#   3. bash docs/results/next-h200/job.sh in_model (in_model.py here; two earlier calls stopped on a
+#      misplaced case in job.sh and on the replayed condition's split into calls, both fixed before
+#      this one): in_model.txt
