@@ -544,7 +544,9 @@ STATS_MAXNREG = 168
 # 0.6-0.7% at H12 1,024 and 0.5-1% at H40 2,048 (the same bits; BENCHMARKS.md, 2026-12-06 thirteenth
 # run, direct-p; the same launch serves fp8). So a launch of at most QUANT_SHORT_BLOCKS blocks per SM
 # takes QUANT_SHORT at head dim 128 (H40 2,048 tokens is 14.5 on 132 SMs; 4,096 tokens, 29, measured
-# within its spread either way, keeps QUANT_LONG). Head dim 64 keeps QUANT_LONG until it is paired.
+# within its spread either way, keeps QUANT_LONG). As committed, paired on an H100: the call 1.9-2.7%
+# faster at B1 H40 1,024 D128, fp8 2.0-2.4% (BENCHMARKS.md, 2026-12-06 fourteenth run). Head dim 64
+# keeps QUANT_LONG: eight warps made the call at B1 H40 1,024 D64 2.6-3.0% slower in that run.
 QUANT_LONG = (4, None)
 QUANT_SHORT = (8, 80)
 QUANT_SHORT_BLOCKS = 15

@@ -29,9 +29,14 @@
 #     they ran on the H100, in docs/results/2026-12-06k-h100/); then the floor and the check as the
 #     call's time allows (LEFT seconds); prepared 2026-12-06, not yet run on an H200)
 #     carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", "wan_fp4/kernels/prebuilt/sm90a"]
-#     (`short` first ran on an H100 on 2026-12-06: docs/results/2026-12-06k-h100/)
+#     (`short` ran on H100s on 2026-12-06: docs/results/2026-12-06k-h100/ and 2026-12-06l-h100/)
 #   bash docs/results/next-h200/job.sh quant_rule   the same carry (prepare.quant_launch paired, both modes,
-#     D128 and D64; then the check)
+#     D128 and D64; then the check; ran on an H100 on 2026-12-06: docs/results/2026-12-06l-h100/)
+#   bash docs/results/next-h200/job.sh in_model [pieces [stats_regs]]   the same carry: the call replayed
+#     and after a launch writing Q, K and V, beside cuDNN BF16 (in_model ran on an H100 on 2026-12-06,
+#     docs/results/2026-12-06l-h100/); `pieces`, the floor's pieces and each launch in that condition
+#     (in_model_pieces.py); `stats_regs`, the statistics launch's register limit, replayed and after
+#     the producer (stats_regs.py); both prepared 2026-12-06, not yet run
 #     (the folder carries its linked shims, which git ignores; without them no prebuilt kernel loads)
 # (`split`, `bench`, `d64`, `prepass` and `sweep` need only the py bundle and .device/sm90; `dsl`
 # unpacks a whole dsl bundle where it fits.)
