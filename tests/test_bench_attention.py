@@ -87,3 +87,21 @@ def test_kernels_narrows_ours_to_the_named_ones(monkeypatch):
     assert seen["args"].kernels == B.OUR_KERNELS
     with pytest.raises(SystemExit):
         B.main(["--kernels", "no-such-kernel"])
+
+
+def test_table_shows_a_calls_graph_spans_where_they_were_timed():
+    ours = "wan_fp4 direct-p [sm90-cute]"
+    results = {"shapes": [{"shape": [1, 40, 1024, 128], "kernels": {
+        ours: {"ms": 0.3, "tflops": 70.0, "graph_us": {"replayed": 56.6, "inputs written": 52.9}},
+        PEER_LABELS["sdpa-cudnn"]: {"ms": 0.05, "tflops": 460.0, "graph_us": {"error": "RuntimeError: no"}}}}]}
+    table = B.markdown_table(results)
+    assert "from a graph 56.6 us, 52.9 us with inputs written" in table
+    assert table.count("from a graph") == 1  # a failed capture adds nothing to its cell
+
+
+def test_graph_spans_is_parsed(monkeypatch):
+    seen = _spy_on_arguments(monkeypatch)
+    assert B.main(["--length-sweep", "--graph-spans"]) == 2
+    assert seen["args"].graph_spans
+    assert B.main(["--length-sweep"]) == 2
+    assert not seen["args"].graph_spans

@@ -8,6 +8,8 @@ Prints a Markdown table and writes a JSON with every number and the environment.
     wan-fp4 bench attention --json bench_attention.json     (or python scripts/bench_attention.py)
     wan-fp4 bench attention --sm90-configs '{"f16_bytes": true}' --prebuilt-dir DIR   (sm90 variants,
         next to the defaults, built by scripts/build_prebuilt.py --only sm90 --out DIR --sm90-config ...)
+    wan-fp4 bench attention --length-sweep --graph-spans   (also each call's span from a CUDA graph,
+        replayed and with its inputs just written: graph_spans.py; what short calls are read by)
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import wan_fp4
 from wan_fp4 import reference
 from wan_fp4.dispatch import kernel_available
 from wan_fp4.kernels import registry
+from wan_fp4.eval.graph_spans import spans_us
 from wan_fp4.eval.metrics import rel_l2
 from wan_fp4.eval.peers import PEER_LABELS, available_peers
 
@@ -77,6 +80,9 @@ def main(argv=None):
     add_sm90_variant_args(ap, "time")
     ap.add_argument("--breakdown", action="store_true",
                     help="also time the sm90 kernel's parts per call: pre-pass, kernel launch alone, whole call")
+    ap.add_argument("--graph-spans", action="store_true",
+                    help="also time each call from a CUDA graph by its launches' span, replayed on the same inputs "
+                         "and with its inputs just written by a launch before it, as in a model (us)")
     args = ap.parse_args(argv)
     check_sm90_variant_args(ap, args)
     if not (args.qk_gain > 0 and math.isfinite(args.qk_gain)):
@@ -119,6 +125,10 @@ def main(argv=None):
             entry["kernels"][label] = {"ms": ms, "tflops": tflops(b, h, s, d, ms), "check": check}
             print(f"{label} {b}x{h}x{s}x{d}: {ms:.3f} ms {tflops(b, h, s, d, ms):.0f} TFLOP/s "
                   f"check {check} ({time.time() - t0:.0f} s)", flush=True)
+            if args.graph_spans:
+                spans = spans_us(lambda: fn(q, k, v), (q, k, v))
+                entry["kernels"][label]["graph_us"] = spans
+                print(f"{label} {b}x{h}x{s}x{d} {_spans_text(spans)}", flush=True)
             if args.breakdown and label.endswith("[sm90-cute]"):
                 parts = sm90_breakdown(q, k, v, mode, do_bench, args.rep_ms)
                 entry["kernels"][label]["breakdown_ms"] = parts
@@ -136,6 +146,14 @@ def main(argv=None):
             except Exception as exc:  # a peer that fails at a shape is reported, not fatal
                 entry["kernels"][PEER_LABELS[name]] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
                 print(f"{name} failed: {exc}", flush=True)
+            else:
+                if args.graph_spans:
+                    try:
+                        spans = spans_us(lambda: fn(q, k, v), (q, k, v))
+                    except Exception as exc:  # e.g. a peer that cannot be captured in a graph
+                        spans = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+                    entry["kernels"][PEER_LABELS[name]]["graph_us"] = spans
+                    print(f"{name} {b}x{h}x{s}x{d} {_spans_text(spans)}", flush=True)
             torch.cuda.empty_cache()
         results["shapes"].append(entry)
         del q, k, v
@@ -145,6 +163,12 @@ def main(argv=None):
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=1))
     return 0
+
+
+def _spans_text(spans: dict) -> str:
+    if "error" in spans:
+        return f"from a CUDA graph: failed, {spans['error']}"
+    return "from a CUDA graph: " + ", ".join(f"{cond} {us:.1f} us" for cond, us in spans.items())
 
 
 def add_sm90_variant_args(ap, verb):
@@ -276,7 +300,10 @@ def markdown_table(results):
             if "tflops" in r:
                 ratios = "".join(f", {base / r['ms']:.2f}x {short}" for peer, short in RATIO_PEERS
                                  if (base := e["kernels"].get(PEER_LABELS[peer], {}).get("ms")))
-                cells.append(f"{r['ms']:.2f} ms, {r['tflops']:.0f} TFLOP/s{ratios}")
+                spans = r.get("graph_us", {})
+                graph = ("" if "replayed" not in spans else
+                         f"; from a graph {spans['replayed']:.1f} us, {spans['inputs written']:.1f} us with inputs written")
+                cells.append(f"{r['ms']:.2f} ms, {r['tflops']:.0f} TFLOP/s{ratios}{graph}")
             else:
                 cells.append("n/a: " + (r.get("skipped") or r.get("error") or "not run")[:60])
         lines.append(f"| {label} | " + " | ".join(cells) + " |")

@@ -37,6 +37,8 @@
 #     docs/results/2026-12-06l-h100/); `pieces`, the floor's pieces and each launch in that condition
 #     (in_model_pieces.py); `stats_regs`, the statistics launch's register limit, replayed and after
 #     the producer (stats_regs.py); both prepared 2026-12-06, not yet run
+#   bash docs/results/next-h200/job.sh graph_spans   the same carry: `wan-fp4 bench attention --graph-spans`
+#     at 1,024 and 2,048 tokens (both modes, beside cuDNN BF16), then in_model's pieces
 #     (the folder carries its linked shims, which git ignores; without them no prebuilt kernel loads)
 # (`split`, `bench`, `d64`, `prepass` and `sweep` need only the py bundle and .device/sm90; `dsl`
 # unpacks a whole dsl bundle where it fits.)
@@ -270,6 +272,15 @@ in_model)
     | grep -v -E "skipped inside|UserWarning|_warn_once" | tee $OUT/in_model_pieces.txt
   [ "$3" = stats_regs ] && ROUNDS=3 timeout 200 python3 docs/results/next-h200/stats_regs.py 2>&1 \
     | grep -v -E "skipped inside|UserWarning|_warn_once" | tee $OUT/stats_regs.txt
+  ;;
+graph_spans)
+  # `wan-fp4 bench attention --graph-spans` at the short lengths: each call's span from a CUDA graph,
+  # replayed and with its inputs just written, ours beside cuDNN BF16; then in_model's pieces
+  timeout 240 python3 -m wan_fp4.cli bench attention --shapes 1x40x1024x128 1x12x1024x128 1x40x2048x128 \
+    --modes direct-p fp8 --kernels sm90-cute --peers sdpa-cudnn --graph-spans --rep-ms 300 \
+    --json $OUT/graph_spans.json 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" | tee $OUT/graph_spans.txt
+  ROUNDS=3 timeout 200 python3 docs/results/next-h200/in_model_pieces.py 2>&1 \
+    | grep -v -E "skipped inside|UserWarning|_warn_once" | tee $OUT/in_model_pieces.txt
   ;;
 *)
   echo "usage: job.sh dsl|peers_a|peers_b|sweep|package|package_split|split|bench|d64|prepass"; exit 2
