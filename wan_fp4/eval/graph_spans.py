@@ -15,6 +15,7 @@ from __future__ import annotations
 import statistics
 
 import torch
+from torch.profiler import ProfilerActivity, profile
 
 CALLS = 10  # calls per captured graph; the first call's span is dropped (the graph's own start)
 
@@ -54,7 +55,7 @@ def _replayed_events(body, calls: int) -> list:
     for _ in range(3):
         graph.replay()
     torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
         graph.replay()
         torch.cuda.synchronize()
     return sorted((e for e in prof.events() if e.device_type.name == "CUDA"), key=lambda e: e.time_range.start)
