@@ -27,7 +27,7 @@ import wan_fp4
 from wan_fp4 import reference
 from wan_fp4.dispatch import kernel_available
 from wan_fp4.kernels import registry
-from wan_fp4.eval.graph_spans import spans_us
+from wan_fp4.eval.graph_spans import CALLS, graphed, spans_us
 from wan_fp4.eval.metrics import rel_l2
 from wan_fp4.eval.peers import PEER_LABELS, available_peers
 
@@ -238,29 +238,9 @@ def sm90_breakdown(q, k, v, mode, do_bench, rep_ms):
     parts = {"pre-pass": lambda: prepare_fp8(q, k, v, **layout), "pre-pass + check": checked,
              "kernel": lambda: launch(ops, mode, d), "call": call}
     times = {name: do_bench(fn, warmup=100, rep=rep_ms, return_mode="median") for name, fn in parts.items()}
-    replay = graphed(call, GRAPH_CALLS)
-    times["call, CUDA graph"] = do_bench(replay, warmup=10, rep=rep_ms, return_mode="median") / GRAPH_CALLS
+    replay = graphed(call, CALLS)
+    times["call, CUDA graph"] = do_bench(replay, warmup=10, rep=rep_ms, return_mode="median") / CALLS
     return times
-
-
-GRAPH_CALLS = 10  # calls per captured graph in sm90_breakdown: the replay's time per call
-
-
-def graphed(fn, calls):
-    """A callable replaying `calls` calls of fn from one CUDA graph: the GPU's share of a call, no
-    host work (what torch.compile's mode="reduce-overhead" gives; the score check is skipped
-    under capture)."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            fn()
-    return graph.replay
 
 
 def fp8_gemm(n: int = 8192):

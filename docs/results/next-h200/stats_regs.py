@@ -2,8 +2,8 @@
 at B1 H40 and H12 1,024 tokens D128, direct-p: at 168 registers its 1,280 one-warp programs hold
 most of each SM's register file, so the quantise launch's Q blocks, its programmatic dependents,
 wait for them to retire (inferred from the trace, docs/SM90_GEN2.md item 46). The whole call timed
-replayed from a CUDA graph and after a launch writing Q, K and V (in_model.py), alternated in
-rounds, each output compared bit for bit with the package's. A job script, not part of the
+replayed from a CUDA graph and after launches writing Q, K and V (wan_fp4.eval.graph_spans),
+alternated in rounds, each output compared bit for bit with the package's. A job script, not part of the
 package."""
 import os
 import sys
@@ -12,9 +12,8 @@ import torch
 
 sys.path.insert(0, os.getcwd())
 sys.path.insert(0, os.path.join(os.getcwd(), "scripts"))
-sys.path.insert(0, os.path.join(os.getcwd(), "docs/results/2026-12-06l-h100"))
-from in_model import call_spans, gpu_events  # noqa: E402
 from profile_sm90_device import _graph_ms  # noqa: E402
+from wan_fp4.eval import graph_spans  # noqa: E402
 from wan_fp4.kernels import prepare  # noqa: E402
 from wan_fp4.kernels.sm90 import host  # noqa: E402
 
@@ -24,17 +23,11 @@ torch.manual_seed(0)
 for h in (40, 12):
     shape = (1, 1024, h, 128)
     q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    src = [torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(3)]
-
-    def producer():
-        for dst, x in zip((q, k, v), src):
-            torch.mul(x, 1.0, out=dst)
+    writer = graph_spans.input_writer(q, k, v)
 
     def call():
         return host.run(q, k, v, "direct-p", prebuilt=True)
 
-    producer()
-    names = {e.name for e in gpu_events(producer)}
     ref = None
     rep, mod = {n: [] for n in LIMITS}, {n: [] for n in LIMITS}
     same = {}
@@ -46,12 +39,12 @@ for h in (40, 12):
                 ref = out.clone()
             same[n] = same.get(n, True) and torch.equal(out, ref)
             rep[n].append(_graph_ms(call, 20) * 1e3)
-            mod[n].append(call_spans(call, producer, names))
+            mod[n].append(graph_spans.median_span_us(call, writer))
     prepare.STATS_MAXNREG = LIMITS[0]
     print(f"B1 H{h} S1024 D128 direct-p, the call by the statistics launch's register limit ({ROUNDS} rounds; "
           f"replayed from a graph | after a launch writing Q, K, V):", flush=True)
     for n in LIMITS:
         print(f"  maxnreg {n:3d}: " + " ".join(f"{t:.1f}" for t in rep[n]) + " us | "
               + " ".join(f"{t:.1f}" for t in mod[n]) + f" us; bits {'same' if same[n] else 'DIFFER'}", flush=True)
-    del q, k, v, src
+    del q, k, v, writer
     torch.cuda.empty_cache()
