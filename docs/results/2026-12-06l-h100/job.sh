@@ -1,7 +1,8 @@
-# Issue 16, 2026-12-06 (18:39-19:xx UTC, one NVIDIA H100 80GB HBM3; no H200 came: every call asked
-# for one and got an H100, or no machine): the 1,024-token call as committed at fef684f, the quantise
+# Issue 16, 2026-12-06 (18:39-19:51 UTC, two NVIDIA H100 80GB HBM3 machines; no H200 came, whether the
+# call asked for either card or for an H100): the 1,024-token call as committed at fef684f, the quantise
 # launch's rule (prepare.quant_launch) paired on a device, and the call as a model would make it
-# (BENCHMARKS.md 2026-12-06 fourteenth run; docs/SM90_GEN2.md item 47). Each call with carry
+# (BENCHMARKS.md 2026-12-06 fourteenth run; docs/SM90_GEN2.md item 47). Calls 1-3 on one machine,
+# 4-7 on another, each with carry
 # [".device/py.tar.zst", ".device/install.sh", ".device/zstd", "wan_fp4/kernels/prebuilt/sm90a"]
 # (the folder with its shims linked on the CPU):
 #   1. LEFT=560 bash docs/results/next-h200/job.sh short: trace.txt, cold.txt, short.txt, floor.txt,
@@ -11,3 +12,11 @@
 #   3. bash docs/results/next-h200/job.sh in_model (in_model.py here; two earlier calls stopped on a
 #      misplaced case in job.sh and on the replayed condition's split into calls, both fixed before
 #      this one): in_model.txt
+#   4. bash docs/results/next-h200/job.sh graph_spans (a fresh machine, 19:49 UTC): graph_spans.txt and
+#      .json (`wan-fp4 bench attention --graph-spans`, as committed at 0648adb), in_model_pieces.txt
+#      (in_model_pieces.py here)
+#   5-7. on that machine, each as
+#        source .device/install.sh py; export PYTHONPATH=$PWD:$PYTHONPATH
+#        ROUNDS=3 timeout 240 python3 docs/results/2026-12-06l-h100/<script>.py
+#      stats_regs.py (its first run stopped on host.run's tuple, fixed before this one), stats_regs.txt;
+#      quant_in_model.py, quant_in_model.txt; toggles_in_model.py, toggles_in_model.txt

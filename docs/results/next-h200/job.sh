@@ -32,13 +32,15 @@
 #     (`short` ran on H100s on 2026-12-06: docs/results/2026-12-06k-h100/ and 2026-12-06l-h100/)
 #   bash docs/results/next-h200/job.sh quant_rule   the same carry (prepare.quant_launch paired, both modes,
 #     D128 and D64; then the check; ran on an H100 on 2026-12-06: docs/results/2026-12-06l-h100/)
-#   bash docs/results/next-h200/job.sh in_model [pieces [stats_regs]]   the same carry: the call replayed
-#     and after a launch writing Q, K and V, beside cuDNN BF16 (in_model ran on an H100 on 2026-12-06,
-#     docs/results/2026-12-06l-h100/); `pieces`, the floor's pieces and each launch in that condition
-#     (in_model_pieces.py); `stats_regs`, the statistics launch's register limit, replayed and after
-#     the producer (stats_regs.py); both prepared 2026-12-06, not yet run
+#   bash docs/results/next-h200/job.sh in_model   the same carry: the call replayed and after a launch
+#     writing Q, K and V, beside cuDNN BF16 (ran on an H100 on 2026-12-06, docs/results/2026-12-06l-h100/)
 #   bash docs/results/next-h200/job.sh graph_spans   the same carry: `wan-fp4 bench attention --graph-spans`
-#     at 1,024 and 2,048 tokens (both modes, beside cuDNN BF16), then in_model's pieces
+#     at 1,024 and 2,048 tokens (both modes, beside cuDNN BF16), then the in-model pieces (ran on an H100
+#     on 2026-12-06, docs/results/2026-12-06l-h100/)
+#   bash docs/results/next-h200/job.sh fold_in_call   carry that and ".device/sm90_fold" (scripts/build_prebuilt.py
+#     --only sm90 --out .device/sm90_fold --sm90-config '{"fold": 2}' --sm90-config '{"fold": 1}'): direct-p's
+#     smaller kernels inside the whole call at 1,024 tokens, replayed and after the writer (prepared
+#     2026-12-06, not yet run)
 #     (the folder carries its linked shims, which git ignores; without them no prebuilt kernel loads)
 # (`split`, `bench`, `d64`, `prepass` and `sweep` need only the py bundle and .device/sm90; `dsl`
 # unpacks a whole dsl bundle where it fits.)
@@ -268,10 +270,6 @@ in_model)
   # replayed on the same inputs (the target's reading), beside cuDNN BF16 in both conditions
   ROUNDS=4 timeout 300 python3 docs/results/2026-12-06l-h100/in_model.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
     | tee $OUT/in_model.txt
-  [ "$2" = pieces ] && ROUNDS=3 timeout 200 python3 docs/results/next-h200/in_model_pieces.py 2>&1 \
-    | grep -v -E "skipped inside|UserWarning|_warn_once" | tee $OUT/in_model_pieces.txt
-  [ "$3" = stats_regs ] && ROUNDS=3 timeout 200 python3 docs/results/next-h200/stats_regs.py 2>&1 \
-    | grep -v -E "skipped inside|UserWarning|_warn_once" | tee $OUT/stats_regs.txt
   ;;
 graph_spans)
   # `wan-fp4 bench attention --graph-spans` at the short lengths: each call's span from a CUDA graph,
@@ -279,8 +277,12 @@ graph_spans)
   timeout 240 python3 -m wan_fp4.cli bench attention --shapes 1x40x1024x128 1x12x1024x128 1x40x2048x128 \
     --modes direct-p fp8 --kernels sm90-cute --peers sdpa-cudnn --graph-spans --rep-ms 300 \
     --json $OUT/graph_spans.json 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" | tee $OUT/graph_spans.txt
-  ROUNDS=3 timeout 200 python3 docs/results/next-h200/in_model_pieces.py 2>&1 \
+  ROUNDS=3 timeout 200 python3 docs/results/2026-12-06l-h100/in_model_pieces.py 2>&1 \
     | grep -v -E "skipped inside|UserWarning|_warn_once" | tee $OUT/in_model_pieces.txt
+  ;;
+fold_in_call)
+  ROUNDS=3 timeout 200 python3 docs/results/next-h200/fold_in_call.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
+    | tee $OUT/fold_in_call.txt
   ;;
 *)
   echo "usage: job.sh dsl|peers_a|peers_b|sweep|package|package_split|split|bench|d64|prepass"; exit 2

@@ -1,0 +1,48 @@
+"""The quantise launch's shape (prepare.QUANT_SHORT, a run-time module constant here) at B1 H40 and
+H12 1,024 tokens D128, direct-p, the whole call replayed from a CUDA graph and after launches writing
+Q, K and V (wan_fp4.eval.graph_spans), alternated in rounds, each output compared bit for bit with
+the package's. After the writer the quantise launch ends 13.8 us after the statistics (an H100,
+2026-12-06). A job script, not part of the package."""
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.getcwd())
+sys.path.insert(0, os.path.join(os.getcwd(), "scripts"))
+from profile_sm90_device import _graph_ms  # noqa: E402
+from wan_fp4.eval import graph_spans  # noqa: E402
+from wan_fp4.kernels import prepare  # noqa: E402
+from wan_fp4.kernels.sm90 import host  # noqa: E402
+
+ROUNDS = int(os.environ.get("ROUNDS", "3"))
+SHAPES = (prepare.QUANT_SHORT, (4, None), (8, 64), (8, 96), (16, 40))
+torch.manual_seed(0)
+for h in (40, 12):
+    shape = (1, 1024, h, 128)
+    q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    writer = graph_spans.input_writer(q, k, v)
+
+    def call():
+        o = host.run(q, k, v, "direct-p", prebuilt=True)
+        return o[0] if isinstance(o, tuple) else o
+
+    ref, same = None, {}
+    rep, mod = {n: [] for n in SHAPES}, {n: [] for n in SHAPES}
+    for r in range(ROUNDS):
+        for n in (SHAPES if r % 2 == 0 else SHAPES[::-1]):
+            prepare.QUANT_SHORT = n
+            out = call()
+            if ref is None:
+                ref = out.clone()
+            same[n] = same.get(n, True) and torch.equal(out, ref)
+            rep[n].append(_graph_ms(call, 20) * 1e3)
+            mod[n].append(graph_spans.median_span_us(call, writer))
+    prepare.QUANT_SHORT = SHAPES[0]
+    print(f"B1 H{h} S1024 D128 direct-p, the call by the quantise launch's (warps, register limit) ({ROUNDS} rounds; "
+          f"replayed from a graph | after launches writing Q, K, V):", flush=True)
+    for n in SHAPES:
+        print(f"  {str(n):10s}: " + " ".join(f"{t:.1f}" for t in rep[n]) + " us | "
+              + " ".join(f"{t:.1f}" for t in mod[n]) + f" us; bits {'same' if same[n] else 'DIFFER'}", flush=True)
+    del q, k, v, writer
+    torch.cuda.empty_cache()
