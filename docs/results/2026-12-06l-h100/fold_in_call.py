@@ -23,8 +23,9 @@ ROUNDS = int(os.environ.get("ROUNDS", "3"))
 use_prebuilt_dir(".device/sm90_fold")
 CONFIGS = {"fold 4 (default)": None, "fold 2": {"fold": 2}, "fold 1": {"fold": 1}}
 torch.manual_seed(0)
-for h in (40, 12):
-    shape = (1, 1024, h, 128)
+SHAPES = [tuple(int(x) for x in t.split("x")) for t in os.environ.get("SHAPES", "40x1024 12x1024").split()]
+for h, s in SHAPES:
+    shape = (1, s, h, 128)
     q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     writer = graph_spans.input_writer(q, k, v)
     calls = {n: (lambda c=c: host.run(q, k, v, "direct-p", config=c, prebuilt=True)) for n, c in CONFIGS.items()}
@@ -34,7 +35,7 @@ for h in (40, 12):
         for n in (list(CONFIGS) if r % 2 == 0 else list(CONFIGS)[::-1]):
             rep[n].append(_graph_ms(calls[n], 20) * 1e3)
             mod[n].append(graph_spans.median_span_us(calls[n], writer))
-    print(f"B1 H{h} S1024 D128 direct-p, the whole call ({ROUNDS} rounds; replayed from a graph | after launches "
+    print(f"B1 H{h} S{s} D128 direct-p, the whole call ({ROUNDS} rounds; replayed from a graph | after launches "
           f"writing Q, K, V):", flush=True)
     base = first["fold 4 (default)"]
     for n in CONFIGS:
