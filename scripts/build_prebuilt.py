@@ -59,12 +59,13 @@ def _sm100_entry():
 
 
 def _sm90_default_entries():
-    """Each (mode, D)'s default kernel, and the kernel its launches run where the tail split's plan
-    splits nothing (sm90.launch_configs)."""
-    from wan_fp4.kernels.sm90 import launch_configs
+    """Every kernel a launch with no config of its own may run at each (mode, D): the default, the
+    one its launches run where the tail split's plan splits nothing, and short launches'
+    (sm90.default_kernels)."""
+    from wan_fp4.kernels.sm90 import default_kernels
 
     return [_sm90_entry(mode, d, cfg) for mode, d in (("direct-p", 128), ("fp8", 128), ("direct-p", 64), ("fp8", 64))
-            for cfg in launch_configs(mode, d)]
+            for cfg in default_kernels(mode, d)]
 
 
 ENTRIES = [

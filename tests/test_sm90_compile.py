@@ -562,7 +562,7 @@ def test_aot_prebuilt_manifest_matches_kernel_sources():
         f"run `{rebuild}` and commit wan_fp4/kernels/prebuilt/sm90a/*.h, *.o and manifest.json")
     for mode in sm90.SUPPORTED_MODES:
         for d in sm90.SUPPORTED_HEAD_DIMS:
-            for cfg in sm90.launch_configs(mode, d):  # the default, and where it splits the plain one
+            for cfg in sm90.default_kernels(mode, d):  # the default, its plain kernel, short launches'
                 name = aot.kernel_name(mode, d, cfg)
                 assert aot.PREBUILT.check(name) is None, f"run `{rebuild}`"
                 for ext in (".h", ".o"):
@@ -635,10 +635,10 @@ def test_prebuilt_kernel_without_the_dsl_counts_as_available_only_once_linkable(
             assert all(not ok and "nvidia-cutlass-dsl" in why for ok, why in answers())
         assert answers() == [(True, "")] * 4  # linked on first use
         linked = sorted(cache.rglob("*.so"))
-        # every kernel a launch may pick: fp8's split kernel and its plain one beside it
+        # every kernel a launch may pick: the split kernels and their plain ones, short launches'
         assert [p.name for p in linked] == sorted(f"lib{aot.kernel_name(mode, d, cfg)}.so" for mode in ("direct-p", "fp8")
-                                                  for d in (64, 128) for cfg in sm90.launch_configs(mode, d))
-        assert len(linked) == 8
+                                                  for d in (64, 128) for cfg in sm90.default_kernels(mode, d))
+        assert len(linked) == 10
         for so in linked:  # brought along in the prebuilt folder, as for the H200
             shutil.move(so, folder / so.name)
         with monkeypatch.context() as m:
@@ -831,14 +831,40 @@ def test_launch_splits_only_when_the_plan_does(monkeypatch):
         else:
             assert name == aot.kernel_name("direct-p", 128, {"tail_rows": False})
     # direct-p's default: a short launch's last wave split by rows (segments 2, no workspace), a long
-    # one's or one whose last wave is too full, the plain kernel
+    # one's or one whose last wave is too full, the plain kernel; up to 1,024 tokens the short
+    # launches' kernels (config.length_config)
     for h, s, want_split in ((40, 1024, (56, 2)), (3, 1000, (24, 2)), (12, 1024, None), (12, 32760, None)):
         q = torch.randn(1, s, h, 128, dtype=torch.bfloat16)
         ops = prepare.prepare_fp8(q, q, q, backend="torch", **sm90.layout.v_layout_args("direct-p"))
         sm90.launch(ops, "direct-p", 128)
         name, args = calls[-1]
         assert args[14:16] == (want_split or (0, 1))
-        assert name == aot.kernel_name("direct-p", 128, None if want_split else {"tail_rows": False})
+        short = {"fold": 1} if s <= 1024 else {}
+        assert name == aot.kernel_name("direct-p", 128, {**short, **({} if want_split else {"tail_rows": False})})
+
+
+def test_short_launches_run_the_smaller_kernel_unless_the_caller_names_a_config(monkeypatch):
+    """Measured faster inside the whole call (BENCHMARKS.md, 2026-12-06 fourteenth run): direct-p at
+    D128 with fold 1 where both lengths are at most 1,024 tokens, its object the smaller one."""
+    from wan_fp4.kernels import prepare
+    from wan_fp4.kernels.sm90 import aot
+
+    assert sm90.length_config("direct-p", 128, 1024, 1024) == {"fold": 1}
+    for args in (("direct-p", 128, 1025, 1024), ("direct-p", 128, 32760, 512), ("direct-p", 64, 320, 320),
+                 ("fp8", 128, 1024, 1024)):
+        assert sm90.length_config(*args) == {}, args  # longer, Wan's cross attention, D64, fp8: unmeasured
+    folder = aot.PREBUILT.directory
+    small = (folder / f"{aot.kernel_name('direct-p', 128, {'fold': 1})}.o").stat().st_size
+    assert small < 0.75 * (folder / f"{aot.kernel_name('direct-p', 128)}.o").stat().st_size
+    calls = []
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: type("S", (), {"cuda_stream": 7})())
+    monkeypatch.setattr(aot.PREBUILT, "run_or_jit", lambda name, args, *a, **k: calls.append(name))
+    q = torch.randn(1, 1024, 12, 128, dtype=torch.bfloat16)
+    ops = prepare.prepare_fp8(q, q, q, backend="torch", **sm90.layout.v_layout_args("direct-p"))
+    sm90.launch(ops, "direct-p", 128)
+    sm90.launch(ops, "direct-p", 128, config={})
+    assert calls == [aot.kernel_name("direct-p", 128, {"fold": 1, "tail_rows": False}),
+                     aot.kernel_name("direct-p", 128, {"tail_rows": False})]
 
 
 def test_split_tail_is_fp8s_default_with_its_plain_kernel_beside_it():

@@ -37,10 +37,10 @@
 #   bash docs/results/next-h200/job.sh graph_spans   the same carry: `wan-fp4 bench attention --graph-spans`
 #     at 1,024 and 2,048 tokens (both modes, beside cuDNN BF16), then the in-model pieces (ran on an H100
 #     on 2026-12-06, docs/results/2026-12-06l-h100/)
-#   bash docs/results/next-h200/job.sh fold_in_call   carry that and ".device/sm90_fold" (scripts/build_prebuilt.py
-#     --only sm90 --out .device/sm90_fold --sm90-config '{"fold": 2}' --sm90-config '{"fold": 1}'): direct-p's
-#     smaller kernels inside the whole call at 1,024 tokens, replayed and after the writer (prepared
-#     2026-12-06, not yet run)
+#   bash docs/results/next-h200/job.sh short_rule   the same carry: config.length_config as committed (direct-p
+#     D128 with fold 1 up to 1,024 tokens) against fold 4, replayed and after the writer, then the check
+#     (prepared 2026-12-06, not yet run; the kernels it picks ran as built from the same options on an
+#     H100 that day, docs/results/2026-12-06l-h100/fold_in_call.txt)
 #     (the folder carries its linked shims, which git ignores; without them no prebuilt kernel loads)
 # (`split`, `bench`, `d64`, `prepass` and `sweep` need only the py bundle and .device/sm90; `dsl`
 # unpacks a whole dsl bundle where it fits.)
@@ -280,9 +280,11 @@ graph_spans)
   ROUNDS=3 timeout 200 python3 docs/results/2026-12-06l-h100/in_model_pieces.py 2>&1 \
     | grep -v -E "skipped inside|UserWarning|_warn_once" | tee $OUT/in_model_pieces.txt
   ;;
-fold_in_call)
-  ROUNDS=3 timeout 200 python3 docs/results/next-h200/fold_in_call.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
-    | tee $OUT/fold_in_call.txt
+short_rule)
+  ROUNDS=4 timeout 150 python3 docs/results/next-h200/short_rule.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
+    | tee $OUT/short_rule.txt
+  timeout 150 python3 -m wan_fp4.cli check --kernels sm90-cute > $OUT/check_package.txt 2>&1; echo "check rc=$?"
+  tail -1 $OUT/check_package.txt; grep -E "^(FAIL|ERROR)" $OUT/check_package.txt | head -20
   ;;
 *)
   echo "usage: job.sh dsl|peers_a|peers_b|sweep|package|package_split|split|bench|d64|prepass"; exit 2

@@ -17,8 +17,8 @@ from functools import lru_cache
 import torch
 
 from ..registry import KernelSpec
-from .config import (DEFAULT_CONFIG, HEAD_DIM_CONFIG, MODE_CONFIG, MODE_ONLY, applies,  # noqa: F401
-                     default_config, launch_configs)  # the family's options
+from .config import (DEFAULT_CONFIG, HEAD_DIM_CONFIG, MODE_CONFIG, MODE_ONLY, SHORT_CONFIG, applies,  # noqa: F401
+                     default_config, default_kernels, launch_configs, length_config)  # the family's options
 from .host import launch, lse_shift, run  # noqa: F401 - the host side, for scripts and the spec
 
 SUPPORTED_MODES = ("direct-p", "fp8")
@@ -79,8 +79,8 @@ def source_reason(mode: str, head_dim: int) -> tuple[bool, str]:
     if not _dsl_available():
         from .aot import find
 
-        # every kernel a launch may pick (launch_configs: fp8's split and plain kernels)
-        if any(find(mode, head_dim, cfg) is None for cfg in launch_configs(mode, head_dim)):
+        # every kernel a launch may pick (default_kernels: split and plain kernels, short launches')
+        if any(find(mode, head_dim, cfg) is None for cfg in default_kernels(mode, head_dim)):
             return False, "nvidia-cutlass-dsl (cutlass) is not installed and no prebuilt kernel is usable"
     return True, ""
 

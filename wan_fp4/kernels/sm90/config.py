@@ -50,6 +50,26 @@ HEAD_DIM_CONFIG = {("fp8", 128): {"sum_tree": True, "cluster": 2, "split_tail": 
 MODE_ONLY = {"f16_bytes": "direct-p", "headroom": "direct-p", "sum_tree": "fp8", "tail_rows": "direct-p"}
 
 
+# A short launch's kernel, over (mode, D)'s defaults where the query and key lengths are both at most
+# SHORT_TOKENS. There a CTA runs its few key tiles once and the launch a few rounds, so most of its
+# code runs once a CTA, fetched again after the pre-pass's launches (the kernel alone takes 29 us
+# after itself at B1 H40 1,024 tokens D128, 33 after other launches). direct-p at D128 with fold 1
+# (a loop body of two key tiles, its object 72 KB against fold 4's 114 KB) made the whole call
+# 6.3-6.8% faster there replayed from a CUDA graph and 9.1-11.3% with its inputs just written,
+# 1.4-2.4% at H12 1,024; at 2,048 tokens it was within the spread, from 4,096 slower (BENCHMARKS.md,
+# 2026-12-06 fourteenth run, an H100).
+SHORT_TOKENS = 1024
+SHORT_CONFIG = {("direct-p", 128): {"fold": 1}}
+
+
+def length_config(mode: str, head_dim: int, s_q: int, s_kv: int) -> dict:
+    """The options a launch of these lengths takes over (mode, D)'s defaults: SHORT_CONFIG's where
+    both lengths are at most SHORT_TOKENS, else none."""
+    if s_q <= SHORT_TOKENS and s_kv <= SHORT_TOKENS:
+        return dict(SHORT_CONFIG.get((mode, head_dim), {}))
+    return {}
+
+
 def default_config(mode: str, head_dim: int, config: dict | None = None) -> dict:
     """The kernel options `launch` uses for `mode` at `head_dim`, with `config`'s over them. A
     default tail_rows yields to the options it excludes (split_tail, pingpong, cluster > 1) when
@@ -67,6 +87,13 @@ def launch_configs(mode: str, head_dim: int, config: dict | None = None) -> list
     cfg = default_config(mode, head_dim, config)
     split = cfg["split_tail"] or cfg["tail_rows"]
     return [cfg] + ([{**cfg, "split_tail": False, "tail_rows": False}] if split else [])
+
+
+def default_kernels(mode: str, head_dim: int) -> list[dict]:
+    """Every kernel a launch with no config of its own may run at (mode, D): launch_configs of the
+    default and, where SHORT_CONFIG has one, of the short launches' (all prebuilt)."""
+    short = SHORT_CONFIG.get((mode, head_dim))
+    return launch_configs(mode, head_dim) + (launch_configs(mode, head_dim, short) if short else [])
 
 
 def applies(mode: str, config: dict) -> bool:

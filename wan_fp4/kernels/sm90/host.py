@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from .aot import PREBUILT, kernel_name
-from .config import N_WG, launch_configs
+from .config import N_WG, launch_configs, length_config
 
 
 def run(q, k, v, mode, scale=None, fp4=None, return_lse=False, *, config=None, prebuilt=None):
@@ -45,6 +45,8 @@ def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, 
 
     vt: the V^T in this kernel's layout; None = ops.v8t when the pre-pass wrote that layout
     (layout.v_layout_args), else converted here (layout.sm90_v_layout, an extra pass).
+    config: options over (mode, D)'s defaults; None = the defaults, with a short launch's options
+    where its lengths ask for them (config.length_config).
     prebuilt: None = the AOT kernel (aot.py) of this config when one is usable, else JIT;
     True = require the AOT kernel; False = always JIT."""
     from ...modes import default_scale
@@ -53,6 +55,9 @@ def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, 
     from .layout import sm90_v_layout, v_layout_args
     from .split import plan
 
+    # with no config of its own, a short launch takes its lengths' options (config.length_config)
+    if config is None:
+        config = length_config(mode, head_dim, ops.seq_q, ops.seq_kv)
     cfg, *plain = launch_configs(mode, head_dim, config)
     b, h, _, d = ops.q8.shape
     if vt is None:
