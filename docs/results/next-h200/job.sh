@@ -38,7 +38,8 @@
 #     at 1,024 and 2,048 tokens (both modes, beside cuDNN BF16), then the in-model pieces (ran on an H100
 #     on 2026-12-06, docs/results/2026-12-06l-h100/)
 #   bash docs/results/next-h200/job.sh short_rule   the same carry: config.length_config as committed (direct-p
-#     D128 with fold 1 up to 1,024 tokens) against fold 4, replayed and after the writer, then the check
+#     D128 with fold 1 up to 1,024 tokens) against fold 4 and beside cuDNN BF16, replayed and after the
+#     writer, then the check
 #     (prepared 2026-12-06, not yet run; the kernels it picks ran as built from the same options on an
 #     H100 that day, docs/results/2026-12-06l-h100/fold_in_call.txt)
 #     (the folder carries its linked shims, which git ignores; without them no prebuilt kernel loads)
