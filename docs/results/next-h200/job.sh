@@ -43,6 +43,9 @@
 #     (prepared 2026-12-06, not yet run; the kernels it picks ran as built from the same options on an
 #     H100 that day, docs/results/2026-12-06l-h100/fold_in_call.txt)
 #     (the folder carries its linked shims, which git ignores; without them no prebuilt kernel loads)
+#   bash docs/results/next-h200/job.sh fold_modes   carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd",
+#     ".device/sm90_fold_modes"] (built as fold_modes.py's docstring says): fold 1 for fp8 D128 and both modes
+#     at D64, at 1,024 tokens and the trained model's self attention (prepared 2026-12-06, not yet run)
 # (`split`, `bench`, `d64`, `prepass` and `sweep` need only the py bundle and .device/sm90; `dsl`
 # unpacks a whole dsl bundle where it fits.)
 # Copy this script and $OUT's files to docs/results/<date>-h200/.
@@ -280,6 +283,11 @@ graph_spans)
     --json $OUT/graph_spans.json 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" | tee $OUT/graph_spans.txt
   ROUNDS=3 timeout 200 python3 docs/results/2026-12-06l-h100/in_model_pieces.py 2>&1 \
     | grep -v -E "skipped inside|UserWarning|_warn_once" | tee $OUT/in_model_pieces.txt
+  ;;
+fold_modes)
+  # fold 1 against the defaults where the package does not take it: fp8 D128, both modes at D64
+  ROUNDS=3 timeout 400 python3 docs/results/next-h200/fold_modes.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
+    | tee $OUT/fold_modes.txt
   ;;
 short_rule)
   ROUNDS=4 timeout 150 python3 docs/results/next-h200/short_rule.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
