@@ -44,7 +44,8 @@
 #     H100 that day, docs/results/2026-12-06l-h100/fold_in_call.txt)
 #     (the folder carries its linked shims, which git ignores; without them no prebuilt kernel loads)
 #   bash docs/results/next-h200/job.sh fold_modes   carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd",
-#     ".device/sm90_fold_modes"] (built as fold_modes.py's docstring says): fold 1 for fp8 D128 and both modes
+#     ".device/sm90_fold_modes"] (built as fold_modes.py's docstring says, its direct-p D128 objects then
+#     deleted to fit a call's 64 MiB): fold 1 for fp8 D128 and both modes
 #     at D64, at 1,024 tokens and the trained model's self attention (prepared 2026-12-06, not yet run)
 # (`split`, `bench`, `d64`, `prepass` and `sweep` need only the py bundle and .device/sm90; `dsl`
 # unpacks a whole dsl bundle where it fits.)
