@@ -297,7 +297,7 @@ short_rule)
   tail -1 $OUT/check_package.txt; grep -E "^(FAIL|ERROR)" $OUT/check_package.txt | head -20
   ;;
 *)
-  echo "usage: job.sh dsl|peers_a|peers_b|sweep|package|package_split|split|bench|d64|prepass"; exit 2
+  echo "usage: job.sh dsl|peers_a|peers_b|split|bench|d64|prepass|short_ncu|keep_l2|pdl|kernel_pdl|sweep|package|short|quant_rule|package_split|in_model|graph_spans|fold_modes|short_rule"; exit 2
   ;;
 esac
 date -u +%H:%M:%S
