@@ -10,8 +10,8 @@ import sys
 import torch
 
 sys.path.insert(0, os.getcwd())
-sys.path.insert(0, os.path.join(os.getcwd(), "scripts"))
-from profile_sm90_device import _graph_ms  # noqa: E402
+sys.path.insert(0, os.path.join(os.getcwd(), "docs/results/next-h200"))
+from rounds import alternated, row  # noqa: E402
 from wan_fp4.eval import graph_spans  # noqa: E402
 from wan_fp4.eval.bench_attention import use_prebuilt_dir  # noqa: E402
 from wan_fp4.eval.metrics import rel_l2  # noqa: E402
@@ -30,17 +30,11 @@ for mode, shape in CASES:
     configs = {f"fold {own} (default)": None, "fold 1": {"fold": 1}}
     calls = {n: (lambda c=c: host.run(q, k, v, mode, config=c, prebuilt=True)[0]) for n, c in configs.items()}
     first = {n: fn().clone() for n, fn in calls.items()}
-    rep, mod = {n: [] for n in configs}, {n: [] for n in configs}
-    for r in range(ROUNDS):
-        for n in (list(configs) if r % 2 == 0 else list(configs)[::-1]):
-            rep[n].append(_graph_ms(calls[n], 20) * 1e3)
-            mod[n].append(graph_spans.median_span_us(calls[n], writer))
+    rep, mod = alternated(calls, writer, ROUNDS)
     base = first[f"fold {own} (default)"]
     print(f"B{b} H{h} S{s} D{d} {mode}, the whole call ({ROUNDS} rounds; replayed from a graph | after launches "
           f"writing Q, K, V):", flush=True)
     for n in configs:
-        print(f"  {n:18s}: " + " ".join(f"{t:.1f}" for t in rep[n]) + " us | "
-              + " ".join(f"{t:.1f}" for t in mod[n]) + f" us; output vs the default {rel_l2(first[n], base):.2e}",
-              flush=True)
+        print(row(n, rep[n], mod[n], 18, f"; output vs the default {rel_l2(first[n], base):.2e}"), flush=True)
     del q, k, v, writer
     torch.cuda.empty_cache()
