@@ -53,13 +53,16 @@ MODE_ONLY = {"f16_bytes": "direct-p", "headroom": "direct-p", "sum_tree": "fp8",
 # A short launch's kernel, over (mode, D)'s defaults where the query and key lengths are both at most
 # SHORT_TOKENS. There a CTA runs its few key tiles once and the launch a few rounds, so most of its
 # code runs once a CTA, fetched again after the pre-pass's launches (the kernel alone takes 29 us
-# after itself at B1 H40 1,024 tokens D128, 33 after other launches). direct-p at D128 with fold 1
-# (a loop body of two key tiles, its object 72 KB against fold 4's 114 KB) made the whole call
-# 6.3-6.8% faster there replayed from a CUDA graph and 9.1-11.3% with its inputs just written,
-# 1.4-2.4% at H12 1,024; at 2,048 tokens it was within the spread, from 4,096 slower (BENCHMARKS.md,
-# 2026-12-06 fourteenth run, an H100).
+# after itself at B1 H40 1,024 tokens D128, 33 after other launches). Fold 1 (a loop body of two key
+# tiles; direct-p D128's object 72 KB against fold 4's 114 KB), paired inside the whole call on H100s
+# (replayed from a CUDA graph | with the inputs just written): direct-p D128 6.3-6.8% | 9.1-11.3%
+# faster at H40 1,024, 1.4-2.4% at H12 1,024, within the spread at 2,048 tokens and slower from
+# 4,096 (BENCHMARKS.md, 2026-12-06 fourteenth run); fp8 D128 4.6-5.6% | 8.0-9.2% at H40 1,024 and
+# 2.8-3.6% | 5.2% at H12; direct-p D64 5.4-5.7% | 6.9-7.2% at H40 1,024 and 2.1% | 1.1% at the
+# trained model's self attention (B2 H4 320; BENCHMARKS.md, 2026-12-07). fp8 D64 keeps its
+# defaults: 2.1-2.8% | 0.2-0.7% slower at H40 1,024, 0-0.9% | 1.0-1.9% faster at the trained shape.
 SHORT_TOKENS = 1024
-SHORT_CONFIG = {("direct-p", 128): {"fold": 1}}
+SHORT_CONFIG = {("direct-p", 128): {"fold": 1}, ("fp8", 128): {"fold": 1}, ("direct-p", 64): {"fold": 1}}
 
 
 def length_config(mode: str, head_dim: int, s_q: int, s_kv: int) -> dict:
