@@ -243,6 +243,26 @@ def test_a_split_tail_config_is_checked_against_the_reference_in_the_kernels_seg
         assert torch.equal(part, want[:, rows])
 
 
+def test_the_plain_sm90_cases_launch_as_the_package_does(monkeypatch):
+    """The check's cases with no config of their own run what a user's call runs: at short lengths
+    the short launches' kernels (config.length_config), elsewhere the defaults. Before, they passed
+    an empty config, which is an explicit choice of the defaults, so the short kernels went
+    unchecked."""
+    from wan_fp4.kernels import sm90
+
+    launched = []
+    monkeypatch.setattr(sm90, "launch", lambda ops, mode, d, config=None, **kw: launched.append((mode, d, config)))
+    monkeypatch.setattr(sm90, "lse_shift", lambda ops, d: 0.0)
+    plain = [c for c in D.cases("full", ["sm90-cute"]) if c.probe == "attention" and not c.options.get("config")]
+    for shape in ((1, 100, 77, 2, 128), (2, 700, 700, 3, 64)):
+        for mode in ("direct-p", "fp8"):
+            case = next(c for c in plain if c.mode == mode and c.shape == shape)
+            q, k, v = (torch.randn(shape[0], s, shape[3], shape[4]).to(torch.bfloat16)
+                       for s in (shape[1], shape[2], shape[2]))
+            D._launch_sm90(q, k, v, case, type("Ctx", (), {"prebuilt": None})())
+            assert launched[-1] == (mode, shape[4], None), case.name
+
+
 def test_a_default_that_splits_is_checked_against_the_reference_in_the_kernels_segments():
     """fp8's sm90 default splits its last partial wave (config.HEAD_DIM_CONFIG): the plain check's
     fp8 cases follow the plan too, direct-p's (no split) the mode's reference."""

@@ -167,7 +167,9 @@ def _launch_sm90(q, k, v, case, ctx):
     b, sq, h, d = q.shape
     ops = prepare_fp8(q, k, v, **v_layout_args(case.mode))
     out, lse = _nan_like(q.shape, torch.bfloat16, q.device), _nan_like((b, h, sq), torch.float32, q.device)
-    sm90.launch(ops, case.mode, d, config=case.options.get("config"), out=out, lse=lse, prebuilt=ctx.prebuilt)
+    # an empty config is the package's own launch: short lengths take their options (length_config)
+    config = case.options.get("config") or None
+    sm90.launch(ops, case.mode, d, config=config, out=out, lse=lse, prebuilt=ctx.prebuilt)
     _sync(q.device)
     return out, lse + sm90.lse_shift(ops, d), {}  # the reference adds back the K-smoothing shift
 
