@@ -37,16 +37,15 @@
 #   bash docs/results/next-h200/job.sh graph_spans   the same carry: `wan-fp4 bench attention --graph-spans`
 #     at 1,024 and 2,048 tokens (both modes, beside cuDNN BF16), then the in-model pieces (ran on an H100
 #     on 2026-12-06, docs/results/2026-12-06l-h100/)
-#   bash docs/results/next-h200/job.sh short_rule   the same carry: config.length_config as committed (direct-p
-#     D128 with fold 1 up to 1,024 tokens) against fold 4 and beside cuDNN BF16, replayed and after the
-#     writer, then the check
-#     (prepared 2026-12-06, not yet run; the kernels it picks ran as built from the same options on an
-#     H100 that day, docs/results/2026-12-06l-h100/fold_in_call.txt)
+#   bash docs/results/next-h200/job.sh short_rule   the same carry: config.length_config as committed (fold 1 up to
+#     1,024 tokens for direct-p at D128 and D64 and fp8 at D128) against the defaults and beside cuDNN BF16,
+#     replayed and after the writer, then the check (its direct-p D128 cases ran on an H100 on 2026-12-07,
+#     docs/results/2026-12-07-h100/; the other modes' cases added after that run)
 #     (the folder carries its linked shims, which git ignores; without them no prebuilt kernel loads)
 #   bash docs/results/next-h200/job.sh fold_modes   carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd",
 #     ".device/sm90_fold_modes"] (built as fold_modes.py's docstring says, its direct-p D128 objects then
-#     deleted to fit a call's 64 MiB): fold 1 for fp8 D128 and both modes
-#     at D64, at 1,024 tokens and the trained model's self attention (prepared 2026-12-06, not yet run)
+#     deleted to fit a call's 64 MiB): fold 1 for fp8 D128 and both modes at D64, at 1,024 tokens and the
+#     trained model's self attention (ran on an H100 on 2026-12-07, docs/results/2026-12-07-h100/)
 # (`split`, `bench`, `d64`, `prepass` and `sweep` need only the py bundle and .device/sm90; `dsl`
 # unpacks a whole dsl bundle where it fits.)
 # Copy this script and $OUT's files to docs/results/<date>-h200/.
@@ -291,7 +290,7 @@ fold_modes)
     | tee $OUT/fold_modes.txt
   ;;
 short_rule)
-  ROUNDS=4 timeout 150 python3 docs/results/next-h200/short_rule.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
+  ROUNDS=4 timeout 240 python3 docs/results/next-h200/short_rule.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
     | tee $OUT/short_rule.txt
   timeout 150 python3 -m wan_fp4.cli check --kernels sm90-cute > $OUT/check_package.txt 2>&1; echo "check rc=$?"
   tail -1 $OUT/check_package.txt; grep -E "^(FAIL|ERROR)" $OUT/check_package.txt | head -20
