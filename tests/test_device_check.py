@@ -245,9 +245,8 @@ def test_a_split_tail_config_is_checked_against_the_reference_in_the_kernels_seg
 
 def test_the_plain_sm90_cases_launch_as_the_package_does(monkeypatch):
     """The check's cases with no config of their own run what a user's call runs: at short lengths
-    the short launches' kernels (config.length_config), elsewhere the defaults. Before, they passed
-    an empty config, which is an explicit choice of the defaults, so the short kernels went
-    unchecked."""
+    the short launches' kernels (config.length_config), elsewhere the defaults. An empty config
+    would choose the defaults explicitly, and the short kernels would never meet the reference."""
     from wan_fp4.kernels import sm90
 
     launched = []
