@@ -247,9 +247,10 @@ def test_the_plain_sm90_cases_launch_as_the_package_does(monkeypatch):
     """The check's cases with no config of their own run what a user's call runs: at short lengths
     the short launches' kernels (config.length_config), elsewhere the defaults. An empty config
     would choose the defaults explicitly, and the short kernels would never meet the reference."""
-    from wan_fp4.kernels import sm90
+    from wan_fp4.kernels import prepare, sm90
 
     launched = []
+    monkeypatch.setattr(prepare, "prepare_fp8", lambda q, k, v, **kw: None)  # what is launched is the question
     monkeypatch.setattr(sm90, "launch", lambda ops, mode, d, config=None, **kw: launched.append((mode, d, config)))
     monkeypatch.setattr(sm90, "lse_shift", lambda ops, d: 0.0)
     plain = [c for c in D.cases("full", ["sm90-cute"]) if c.probe == "attention" and not c.options.get("config")]
