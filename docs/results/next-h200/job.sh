@@ -42,10 +42,8 @@
 #     replayed and after the writer, then the check (its direct-p D128 cases ran on an H100 on 2026-12-07,
 #     docs/results/2026-12-07-h100/; the other modes' cases added after that run)
 #     (the folder carries its linked shims, which git ignores; without them no prebuilt kernel loads)
-#   bash docs/results/next-h200/job.sh fold_modes   carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd",
-#     ".device/sm90_fold_modes"] (built as fold_modes.py's docstring says, its direct-p D128 objects then
-#     deleted to fit a call's 64 MiB): fold 1 for fp8 D128 and both modes at D64, at 1,024 tokens and the
-#     trained model's self attention (ran on an H100 on 2026-12-07, docs/results/2026-12-07-h100/)
+#   (`fold_modes`, fold 1 where the rule did not yet take it, ran on an H100 on 2026-12-07 and was taken;
+#     its script and job are in docs/results/2026-12-07-h100/, and short_rule now times those modes)
 # (`split`, `bench`, `d64`, `prepass` and `sweep` need only the py bundle and .device/sm90; `dsl`
 # unpacks a whole dsl bundle where it fits.)
 # Copy this script and $OUT's files to docs/results/<date>-h200/.
@@ -284,11 +282,6 @@ graph_spans)
   ROUNDS=3 timeout 200 python3 docs/results/2026-12-06l-h100/in_model_pieces.py 2>&1 \
     | grep -v -E "skipped inside|UserWarning|_warn_once" | tee $OUT/in_model_pieces.txt
   ;;
-fold_modes)
-  # fold 1 against the defaults where the package does not take it: fp8 D128, both modes at D64
-  ROUNDS=3 timeout 400 python3 docs/results/next-h200/fold_modes.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
-    | tee $OUT/fold_modes.txt
-  ;;
 short_rule)
   ROUNDS=4 timeout 240 python3 docs/results/next-h200/short_rule.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
     | tee $OUT/short_rule.txt
@@ -296,7 +289,7 @@ short_rule)
   tail -1 $OUT/check_package.txt; grep -E "^(FAIL|ERROR)" $OUT/check_package.txt | head -20
   ;;
 *)
-  echo "usage: job.sh dsl|peers_a|peers_b|split|bench|d64|prepass|short_ncu|keep_l2|pdl|kernel_pdl|sweep|package|short|quant_rule|package_split|in_model|graph_spans|fold_modes|short_rule"; exit 2
+  echo "usage: job.sh dsl|peers_a|peers_b|split|bench|d64|prepass|short_ncu|keep_l2|pdl|kernel_pdl|sweep|package|short|quant_rule|package_split|in_model|graph_spans|short_rule"; exit 2
   ;;
 esac
 date -u +%H:%M:%S
