@@ -246,21 +246,56 @@ def test_a_split_tail_config_is_checked_against_the_reference_in_the_kernels_seg
 def test_the_plain_sm90_cases_launch_as_the_package_does(monkeypatch):
     """The check's cases with no config of their own run what a user's call runs: at short lengths
     the short launches' kernels (config.length_config), elsewhere the defaults. An empty config
-    would choose the defaults explicitly, and the short kernels would never meet the reference."""
+    would choose the defaults explicitly, and the short kernels would never meet the reference.
+    The case's line names the short options it ran."""
+    from types import SimpleNamespace
+
     from wan_fp4.kernels import prepare, sm90
 
     launched = []
-    monkeypatch.setattr(prepare, "prepare_fp8", lambda q, k, v, **kw: None)  # what is launched is the question
+    monkeypatch.setattr(prepare, "prepare_fp8", lambda q, k, v, **kw: SimpleNamespace(seq_q=q.shape[1], seq_kv=k.shape[1]))
     monkeypatch.setattr(sm90, "launch", lambda ops, mode, d, config=None, **kw: launched.append((mode, d, config)))
     monkeypatch.setattr(sm90, "lse_shift", lambda ops, d: 0.0)
     plain = [c for c in D.cases("full", ["sm90-cute"]) if c.probe == "attention" and not c.options.get("config")]
-    for shape in ((1, 100, 77, 2, 128), (2, 700, 700, 3, 64)):
+    for shape, named in (((1, 100, 77, 2, 128), {"direct-p": '{"fold":1}', "fp8": '{"fold":1}'}),
+                         ((2, 700, 700, 3, 64), {"direct-p": '{"fold":1}', "fp8": None}),
+                         ((1, 200, 1300, 2, 128), {"direct-p": None, "fp8": None})):
         for mode in ("direct-p", "fp8"):
             case = next(c for c in plain if c.mode == mode and c.shape == shape)
             q, k, v = (torch.randn(shape[0], s, shape[3], shape[4]).to(torch.bfloat16)
                        for s in (shape[1], shape[2], shape[2]))
-            D._launch_sm90(q, k, v, case, type("Ctx", (), {"prebuilt": None})())
+            extra = D._launch_sm90(q, k, v, case, type("Ctx", (), {"prebuilt": None})())[2]
             assert launched[-1] == (mode, shape[4], None), case.name
+            assert extra.get("short") == named[mode], case.name
+
+
+def test_prebuilt_is_compared_with_jit_for_the_defaults_and_the_short_kernels(monkeypatch):
+    """The prebuilt == JIT probe runs at a short length, where a plain call takes the short kernel:
+    it compares that kernel and the defaults' (named explicitly), prebuilt and JIT each."""
+    from types import SimpleNamespace
+
+    from wan_fp4.kernels import prepare, sm90
+
+    launched = []
+
+    def launch(ops, mode, d, config=None, out=None, lse=None, prebuilt=None, **kw):
+        launched.append((mode, d, config, prebuilt))
+        out.zero_()
+        lse.zero_()
+
+    monkeypatch.setattr(D, "_dsl_installed", lambda: True)
+    monkeypatch.setattr(prepare, "prepare_fp8", lambda q, k, v, **kw: SimpleNamespace(seq_q=q.shape[1], seq_kv=k.shape[1]))
+    monkeypatch.setattr(sm90, "launch", launch)
+    probes = {(c.mode, c.shape[-1]): c for c in D.cases("full", ["sm90-cute"]) if c.probe == "prebuilt-jit"}
+    ctx = type("Ctx", (), {"device": torch.device("cpu")})()
+    for (mode, d), short in ((("direct-p", 128), {"fold": 1}), (("fp8", 128), {"fold": 1}),
+                             (("direct-p", 64), {"fold": 1}), (("fp8", 64), None)):
+        launched.clear()
+        metrics, detail = D.probe_prebuilt_jit(probes[mode, d], ctx)
+        want = [{}] + ([short] if short else [])
+        assert launched == [(mode, d, c, pb) for c in want for pb in (True, False)], (mode, d)
+        assert metrics == {"differing": 0, "nan": 0}
+        assert detail.count("differing=0") == len(want)
 
 
 def test_a_default_that_splits_is_checked_against_the_reference_in_the_kernels_segments():

@@ -162,16 +162,20 @@ def _nan_like(shape, dtype, device):
 def _launch_sm90(q, k, v, case, ctx):
     from ..kernels import sm90
     from ..kernels.prepare import prepare_fp8
+    from ..kernels.sm90.config import length_config
     from ..kernels.sm90.layout import v_layout_args
 
     b, sq, h, d = q.shape
     ops = prepare_fp8(q, k, v, **v_layout_args(case.mode))
     out, lse = _nan_like(q.shape, torch.bfloat16, q.device), _nan_like((b, h, sq), torch.float32, q.device)
-    # an empty config is the package's own launch: short lengths take their options (length_config)
+    # an empty config is the package's own launch: short lengths take their options (length_config),
+    # named on the case's line so that the output says which kernel ran
     config = case.options.get("config") or None
+    short = length_config(case.mode, d, ops.seq_q, ops.seq_kv) if config is None else {}
     sm90.launch(ops, case.mode, d, config=config, out=out, lse=lse, prebuilt=ctx.prebuilt)
     _sync(q.device)
-    return out, lse + sm90.lse_shift(ops, d), {}  # the reference adds back the K-smoothing shift
+    extra = {"short": json.dumps(short, sort_keys=True, separators=(",", ":"))} if short else {}
+    return out, lse + sm90.lse_shift(ops, d), extra  # the reference adds back the K-smoothing shift
 
 
 def _launch_triton(q, k, v, case, ctx):
@@ -312,9 +316,12 @@ def _dsl_installed() -> bool:
 
 
 def probe_prebuilt_jit(case, ctx):
-    """The prebuilt (AOT, C shim) sm90 kernel equals the JIT one bit for bit."""
+    """The prebuilt (AOT, C shim) sm90 kernels equal the JIT ones bit for bit: the defaults' and,
+    where the case's lengths are short enough to take them, the short launches' (config.SHORT_CONFIG),
+    so that every kernel a plain call may run is compared."""
     from ..kernels import sm90
     from ..kernels.prepare import prepare_fp8
+    from ..kernels.sm90.config import length_config
     from ..kernels.sm90.layout import v_layout_args
 
     if not _dsl_installed():
@@ -322,15 +329,23 @@ def probe_prebuilt_jit(case, ctx):
     q, k, v = make_inputs(case, ctx.device)
     b, sq, h, d = q.shape
     ops = prepare_fp8(q, k, v, **v_layout_args(case.mode))
-    outs = []
-    for pb in (True, False):
-        out, lse = _nan_like(q.shape, torch.bfloat16, q.device), _nan_like((b, h, sq), torch.float32, q.device)
-        sm90.launch(ops, case.mode, d, out=out, lse=lse, prebuilt=pb)
-        outs.append((out, lse))
-    _sync(ctx.device)
-    (o1, l1), (o2, l2) = outs
-    m = {"differing": int((o1 != o2).sum() + (l1 != l2).sum()), "nan": int(torch.isnan(o1).sum())}
-    return m, f"(bitwise) nan={m['nan']} differing={m['differing']}"
+    configs = [{}]
+    short = length_config(case.mode, d, ops.seq_q, ops.seq_kv)
+    if short:
+        configs.append(short)
+    m, said = {"differing": 0, "nan": 0}, []
+    for config in configs:
+        outs = []
+        for pb in (True, False):
+            out, lse = _nan_like(q.shape, torch.bfloat16, q.device), _nan_like((b, h, sq), torch.float32, q.device)
+            sm90.launch(ops, case.mode, d, config=config, out=out, lse=lse, prebuilt=pb)
+            outs.append((out, lse))
+        _sync(ctx.device)
+        (o1, l1), (o2, l2) = outs
+        differing, nan = int((o1 != o2).sum() + (l1 != l2).sum()), int(torch.isnan(o1).sum())
+        m = {"differing": m["differing"] + differing, "nan": m["nan"] + nan}
+        said.append(f"{json.dumps(config, sort_keys=True) if config else 'defaults'}: differing={differing} nan={nan}")
+    return m, "(bitwise) " + "; ".join(said)
 
 
 def probe_large(case, ctx):
