@@ -24,6 +24,8 @@
 #                peer and the GEMM; SageAttention 2 builds meanwhile. Carry the package's carry above
 #                and ".device/sage2src"
 #   peers_b      the length sweep beside every peer (--breakdown), then ncu at H40 S75600; same carry
+#   check_jit    after dsl_part 1-3: the sm90 check with the DSL there, so that prebuilt == JIT runs for
+#                the defaults' and the short kernels; the package's carry
 # Copy this script and $OUT's files to docs/results/<date>-<device>/.
 set -o pipefail
 export PYTHONUNBUFFERED=1
@@ -35,7 +37,7 @@ dsl_part)
       && touch /tmp/site/.dsl.done && rm -rf /tmp/parts && echo "dsl unpacked"
   fi
   exit 0 ;;
-peers_a|peers_b) ls /tmp/site/.dsl.done || { echo "no dsl on this machine: run job.sh dsl_part 1..3 first"; exit 3; }
+peers_a|peers_b|check_jit) ls /tmp/site/.dsl.done || { echo "no dsl on this machine: run job.sh dsl_part 1..3 first"; exit 3; }
   source .device/install.sh dsl py || exit 4 ;;
 *) source .device/install.sh py || exit 4 ;;
 esac
@@ -60,6 +62,11 @@ print('cutlass-dsl', getattr(cutlass, '__version__', '?'))" 2>&1 | tee $OUT/impo
   timeout 200 python3 -m wan_fp4.cli bench attention --shapes 1x12x32760x128 1x40x32760x128 1x40x75600x128 1x12x32760x64 \
     --modes direct-p fp8 --kernels sm90-cute --peers fa4 sdpa-cudnn cudnn-fp8-kernel sage2 --rep-ms 800 \
     --json $OUT/bench.json 2>&1 | tee $OUT/bench.txt | grep -v '^ *$' | tail -26
+  ;;
+check_jit)
+  # the check with the DSL installed, so that prebuilt == JIT runs (the defaults' and the short kernels)
+  timeout 300 python3 -m wan_fp4.cli check --kernels sm90-cute > $OUT/check_jit.txt 2>&1; echo "check rc=$?"
+  tail -1 $OUT/check_jit.txt; grep -E "^(FAIL|ERROR)|JIT|short=" $OUT/check_jit.txt | head -40
   ;;
 peers_b)
   export PYTHONPATH=/tmp/sage2:$PYTHONPATH
@@ -94,7 +101,7 @@ in_model)
     | tee $OUT/in_model.txt
   ;;
 *)
-  echo "usage: job.sh dsl_part N|peers_a|peers_b|short_rule|graph_spans|in_model"; exit 2
+  echo "usage: job.sh dsl_part N|peers_a|peers_b|check_jit|short_rule|graph_spans|in_model"; exit 2
   ;;
 esac
 date -u +%H:%M:%S
