@@ -1,0 +1,3 @@
+# the call after peers_b on the same machine (03:54-03:55 UTC): the sweep's H40 S75600 and S131072
+# direct-p points again beside the cuDNN FP8 kernel, twice, with the clock, temperature and power read
+source .device/install.sh py >/dev/null 2>&1; export PYTHONPATH=$PWD:$PYTHONPATH; nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv | tee $OUT/gpu.txt; for r in 1 2; do timeout 150 python3 -m wan_fp4.cli bench attention --shapes 1x40x75600x128 1x40x131072x128 --modes direct-p --kernels sm90-cute --peers cudnn-fp8-kernel --rep-ms 800 --json $OUT/again_$r.json 2>&1 | grep -v '^ *$' | grep -E "ms|TFLOP" | tail -5 | tee -a $OUT/again.txt; nvidia-smi --query-gpu=clocks.sm,temperature.gpu,power.draw --format=csv,noheader | tee -a $OUT/again.txt; done
