@@ -105,3 +105,32 @@ def test_graph_spans_is_parsed(monkeypatch):
     assert seen["args"].graph_spans
     assert B.main(["--length-sweep"]) == 2
     assert not seen["args"].graph_spans
+
+
+def test_each_timing_records_the_board_during_its_own_window():
+    """timed: do_bench's median and power.clock_during over the host time do_bench took (a stand-in
+    sampler holds samples before, inside and after it); no sampler, no clock."""
+    import time as _time
+
+    from wan_fp4.eval import bench_attention as B
+
+    class Board:
+        def between(self, t0, t1):
+            return [s for s in self.samples if t0 <= s["t"] <= t1]
+
+    board = Board()
+
+    def do_bench(fn, warmup, rep, return_mode):
+        now = _time.time()
+        board.samples = [{"t": now - 5, "power_w": 100.0, "sm_mhz": 1980.0, "reasons": 0x1},
+                         {"t": now, "power_w": 690.0, "sm_mhz": 1755.0, "reasons": 0x4},
+                         {"t": now + 0.001, "power_w": 700.0, "sm_mhz": 1500.0, "reasons": 0x4},
+                         {"t": now + 50, "power_w": 100.0, "sm_mhz": 345.0, "reasons": 0x1}]
+        _time.sleep(0.01)
+        assert (warmup, rep, return_mode) == (300, 123, "median")
+        return 2.5
+
+    ms, clock = B.timed(lambda: None, 123, do_bench, board)
+    assert ms == 2.5
+    assert clock["samples"] == 2 and clock["sm_mhz_min"] == 1500.0 and clock["reasons"] == "power cap (software)"
+    assert B.timed(lambda: None, 123, do_bench, None) == (2.5, None)

@@ -95,3 +95,50 @@ def test_sm90_variants_are_taken_beside_the_defaults_and_a_bad_one_is_named(monk
     with pytest.raises(SystemExit):
         power.main(["--sm90-configs", "[1]"])
     assert "--sm90-configs takes JSON objects, got [1]" in capsys.readouterr().err
+
+
+def _fake_board(mhz_of_i: str) -> list:
+    """A stand-in for nvidia-smi's sampling: 150 lines at 20 ms intervals, the SM clock by line i."""
+    import sys
+
+    fake = ("import time, datetime\n"
+            "for i in range(150):\n"
+            "    t = datetime.datetime.now().strftime('%Y/%m/%d %H:%M:%S.%f')[:-3]\n"
+            f"    print(f'{{t}}, 600, {{{mhz_of_i}}}, 0x4', flush=True)\n"
+            "    time.sleep(0.02)\n")
+    return [sys.executable, "-c", fake]
+
+
+def test_a_timing_takes_the_clock_of_its_own_window():
+    """clock_during: the median and lowest SM clock of the samples inside the window, which a
+    clock falling later in the run does not reach; a window with no samples gives None."""
+    import time
+
+    sampler = power.Sampler()
+    sampler.cmd = _fake_board("1980 if i < 40 else 1200")
+    with sampler:
+        deadline = time.time() + 30
+        while not sampler.lines and time.time() < deadline:  # the stand-in's start (slow on a busy machine)
+            time.sleep(0.01)
+        t0 = time.time()
+        time.sleep(0.3)
+        t1 = time.time()
+        steady = power.clock_during(sampler, t0, t1)
+        sampler.proc.wait(timeout=60)  # all 150 lines out: the clock fell from line 40 on
+        sampler.reader.join(timeout=30)
+        slow = power.clock_during(sampler, t1, time.time())
+        assert power.clock_during(sampler, t0 - 100, t0 - 99) is None
+    assert steady["sm_mhz"] == steady["sm_mhz_min"] == 1980 and steady["power_w"] == 600
+    assert slow["sm_mhz_min"] == 1200
+    assert steady["reasons"] == "power cap (software)"
+    text = power.clock_text(slow)
+    assert "lowest 1200" in text and "power cap (software)" in text
+    assert power.clock_text(None) == ""
+    assert power.clock_during(None, t0, t1) is None
+
+
+def test_no_sampler_without_nvidia_smi(monkeypatch):
+    monkeypatch.setattr(power.shutil, "which", lambda name: None)
+    assert power.board_sampler() is None
+    monkeypatch.setattr(power.shutil, "which", lambda name: "/usr/bin/" + name)
+    assert isinstance(power.board_sampler(), power.Sampler)

@@ -3,7 +3,10 @@
 For each shape it draws fresh N(0,1) BF16 q, k, v, checks every kernel of ours against the
 reference on a slice of query rows (full keys), then times ours and every peer that imports
 here with triton.testing.do_bench (median, after warm-up). TFLOP/s counts 4 B H S^2 D.
-Prints a Markdown table and writes a JSON with every number and the environment.
+Where nvidia-smi runs, it samples the board throughout, and each timing records the SM clock
+(median and lowest), power and clock-event reasons of its own window, so that a slow reading can be
+told from a slow clock. Prints a Markdown table and writes a JSON with every number and the
+environment.
 
     wan-fp4 bench attention --json bench_attention.json     (or python scripts/bench_attention.py)
     wan-fp4 bench attention --sm90-configs '{"f16_bytes": true}' --prebuilt-dir DIR   (sm90 variants,
@@ -14,6 +17,7 @@ Prints a Markdown table and writes a JSON with every number and the environment.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import platform
@@ -30,6 +34,7 @@ from wan_fp4.kernels import registry
 from wan_fp4.eval.graph_spans import CALLS, graphed, spans_us
 from wan_fp4.eval.metrics import rel_l2
 from wan_fp4.eval.peers import PEER_LABELS, available_peers
+from wan_fp4.eval.power import board_sampler, clock_during, clock_text
 
 WAN_SHAPES = ["1x12x32760x128", "1x40x32760x128", "1x40x75600x128"]
 # --length-sweep: where the lead over cuDNN FP8 begins and ends (H40 D128, B1), from the paper's
@@ -99,6 +104,25 @@ def main(argv=None):
     peers, missing = available_peers(args.peers)
     for name, why in missing.items():
         print(f"peer {name} unavailable: {why}", flush=True)
+    sampler = board_sampler(torch.cuda.current_device())
+    with sampler if sampler is not None else contextlib.nullcontext():
+        results = measure(args, peers, missing, do_bench, sampler)
+    print(markdown_table(results))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+def timed(fn, rep_ms: int, do_bench, sampler) -> tuple[float, dict | None]:
+    """(median ms by do_bench, the board during it: power.clock_during)."""
+    t0 = time.time()
+    ms = do_bench(fn, warmup=300, rep=rep_ms, return_mode="median")
+    return ms, clock_during(sampler, t0, time.time())
+
+
+def measure(args, peers: dict, missing: dict, do_bench, sampler) -> dict:
+    """Every shape's checks and timings (see the module docstring) -> the results' JSON object."""
     results = {"env": environment(), "missing_peers": missing, "shapes": [],
                "fp8_gemm_tflops": fp8_gemm_tflops(do_bench)}
     print(f"cuBLAS FP8 GEMM 8192^3 (the tensor-core rate a plain FP8 product reaches here): "
@@ -121,10 +145,10 @@ def main(argv=None):
         for label, (mode, fn) in kernels.items():
             t0 = time.time()
             check = check_against_reference(fn, q, k, v, mode, args.check_rows)
-            ms = do_bench(lambda: fn(q, k, v), warmup=300, rep=args.rep_ms, return_mode="median")
-            entry["kernels"][label] = {"ms": ms, "tflops": tflops(b, h, s, d, ms), "check": check}
+            ms, clock = timed(lambda: fn(q, k, v), args.rep_ms, do_bench, sampler)
+            entry["kernels"][label] = {"ms": ms, "tflops": tflops(b, h, s, d, ms), "check": check, "clock": clock}
             print(f"{label} {b}x{h}x{s}x{d}: {ms:.3f} ms {tflops(b, h, s, d, ms):.0f} TFLOP/s "
-                  f"check {check} ({time.time() - t0:.0f} s)", flush=True)
+                  f"check {check} ({time.time() - t0:.0f} s){clock_text(clock)}", flush=True)
             if args.graph_spans:
                 spans = spans_us(lambda: fn(q, k, v), (q, k, v))
                 entry["kernels"][label]["graph_us"] = spans
@@ -139,10 +163,11 @@ def main(argv=None):
                 out = getattr(fn, "to_output", lambda o: o)(fn(q, k, v))
                 err = rel_l2(out[:, :args.check_rows],
                              reference.attention(q[:, :args.check_rows].float(), k.float(), v.float(), "bf16"))
-                ms = do_bench(lambda: fn(q, k, v), warmup=300, rep=args.rep_ms, return_mode="median")
+                ms, clock = timed(lambda: fn(q, k, v), args.rep_ms, do_bench, sampler)
                 entry["kernels"][PEER_LABELS[name]] = {"ms": ms, "tflops": tflops(b, h, s, d, ms),
-                                                       "check": {"vs_exact": err}}
-                print(f"{name} {b}x{h}x{s}x{d}: {ms:.3f} ms {tflops(b, h, s, d, ms):.0f} TFLOP/s vs_exact {err:.4f}", flush=True)
+                                                       "check": {"vs_exact": err}, "clock": clock}
+                print(f"{name} {b}x{h}x{s}x{d}: {ms:.3f} ms {tflops(b, h, s, d, ms):.0f} TFLOP/s vs_exact {err:.4f}"
+                      f"{clock_text(clock)}", flush=True)
             except Exception as exc:  # a peer that fails at a shape is reported, not fatal
                 entry["kernels"][PEER_LABELS[name]] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
                 print(f"{name} failed: {exc}", flush=True)
@@ -158,11 +183,7 @@ def main(argv=None):
         results["shapes"].append(entry)
         del q, k, v
         torch.cuda.empty_cache()
-    print(markdown_table(results))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(results, indent=1))
-    return 0
+    return results
 
 
 def _spans_text(spans: dict) -> str:

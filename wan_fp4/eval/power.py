@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -77,6 +78,8 @@ class Sampler:
         self.cmd = ["nvidia-smi", "-i", str(device_index), f"--query-gpu={QUERY}",
                     "--format=csv,noheader,nounits", f"-lms={interval_ms}"]
         self.lines: list[str] = []
+        self.samples: list[dict] = []  # self.lines[:self.parsed], parsed (a long run asks many windows)
+        self.parsed = 0
 
     def __enter__(self):
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -94,7 +97,36 @@ class Sampler:
         self.reader.join(timeout=30)
 
     def between(self, t0: float, t1: float) -> list[dict]:
-        return [s for s in parse_samples("".join(list(self.lines))) if t0 <= s["t"] <= t1]
+        n = len(self.lines)  # the reader appends whole lines
+        self.samples += parse_samples("".join(self.lines[self.parsed:n]))
+        self.parsed = n
+        return [s for s in self.samples if t0 <= s["t"] <= t1]
+
+
+def board_sampler(device_index: int = 0) -> Sampler | None:
+    """A Sampler where nvidia-smi is on the PATH, else None (what a timing then records: no clock)."""
+    return Sampler(device_index) if shutil.which("nvidia-smi") else None
+
+
+def clock_during(sampler: Sampler | None, t0: float, t1: float) -> dict | None:
+    """The board while something was timed between host times t0 and t1: the SM clock's median and
+    lowest sample, the median power and every clock-event reason seen; None without a sampler or
+    samples (a window shorter than nvidia-smi's interval, or its first second)."""
+    samples = sampler.between(t0, t1) if sampler is not None else []
+    if not samples:
+        return None
+    got = summarise(samples, skip=0.0)
+    got["sm_mhz_min"] = min(s["sm_mhz"] for s in samples)
+    return got
+
+
+def clock_text(clock: dict | None) -> str:
+    """' (SM clock <median> MHz, lowest <min>, <power> W, clock-event reasons: ...)' for a timing's
+    line; '' without a reading."""
+    if clock is None:
+        return ""
+    return (f" (SM clock {clock['sm_mhz']:.0f} MHz, lowest {clock['sm_mhz_min']:.0f}, "
+            f"{clock['power_w']:.0f} W, clock-event reasons: {clock['reasons']})")
 
 
 def run_sampled(fn, flops: float, seconds: float, sampler: Sampler) -> dict:
