@@ -343,7 +343,8 @@ def probe_prebuilt_jit(case, ctx):
         _sync(ctx.device)
         (o1, l1), (o2, l2) = outs
         differing, nan = int((o1 != o2).sum() + (l1 != l2).sum()), int(torch.isnan(o1).sum())
-        m = {"differing": m["differing"] + differing, "nan": m["nan"] + nan}
+        m["differing"] += differing
+        m["nan"] += nan
         said.append(f"{json.dumps(config, sort_keys=True) if config else 'defaults'}: differing={differing} nan={nan}")
     return m, "(bitwise) " + "; ".join(said)
 

@@ -58,7 +58,8 @@ def parse_samples(text: str) -> list[dict]:
 
 
 def summarise(samples: list[dict], skip: float = 0.2) -> dict:
-    """Medians over the samples after the first `skip` share (the clock settles after a ramp)."""
+    """Medians (and the lowest SM clock) over the samples after the first `skip` share (the clock
+    settles after a ramp)."""
     if not samples:
         raise RuntimeError("nvidia-smi returned no samples while the workload ran")
     kept = samples[int(len(samples) * skip):] or samples
@@ -66,8 +67,8 @@ def summarise(samples: list[dict], skip: float = 0.2) -> dict:
     for s in kept:
         mask |= s["reasons"]
     return {"samples": len(kept), "power_w": statistics.median(s["power_w"] for s in kept),
-            "sm_mhz": statistics.median(s["sm_mhz"] for s in kept), "reasons_mask": mask,
-            "reasons": reasons_text(mask)}
+            "sm_mhz": statistics.median(s["sm_mhz"] for s in kept), "sm_mhz_min": min(s["sm_mhz"] for s in kept),
+            "reasons_mask": mask, "reasons": reasons_text(mask)}
 
 
 class Sampler:
@@ -113,11 +114,7 @@ def clock_during(sampler: Sampler | None, t0: float, t1: float) -> dict | None:
     lowest sample, the median power and every clock-event reason seen; None without a sampler or
     samples (a window shorter than nvidia-smi's interval, or its first second)."""
     samples = sampler.between(t0, t1) if sampler is not None else []
-    if not samples:
-        return None
-    got = summarise(samples, skip=0.0)
-    got["sm_mhz_min"] = min(s["sm_mhz"] for s in samples)
-    return got
+    return summarise(samples, skip=0.0) if samples else None
 
 
 def clock_text(clock: dict | None) -> str:
