@@ -13,6 +13,8 @@
 #   graph_spans  `wan-fp4 bench attention --graph-spans` at 1,024 and 2,048 tokens beside cuDNN BF16,
 #                then the in-model pieces (docs/results/2026-12-06l-h100/in_model_pieces.py)
 #   in_model     the 1,024-token call replayed and after the writer (2026-12-06l-h100/in_model.py)
+#   l2_reads     the quantise launch's L2 hints at short lengths (l2_reads.py): Q, K and V read
+#                evict-first (the package), read plainly, and no hints, each beside cuDNN BF16
 #
 # The one run with every peer (issue 16's table: FA4 BF16, cuDNN BF16 and FP8, SageAttention 2,
 # the cuBLAS FP8 GEMM), on one machine, back to back (it keeps /tmp for 30 s after a call):
@@ -95,6 +97,10 @@ graph_spans)
   ROUNDS=3 timeout 200 python3 docs/results/2026-12-06l-h100/in_model_pieces.py 2>&1 \
     | grep -v -E "skipped inside|UserWarning|_warn_once" | tee $OUT/in_model_pieces.txt
   ;;
+l2_reads)
+  ROUNDS=4 timeout 420 python3 docs/results/next-h200/l2_reads.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
+    | tee $OUT/l2_reads.txt
+  ;;
 in_model)
   # the 1,024-token call with Q, K and V just written by a launch before it (as in a model) and
   # replayed on the same inputs (the target's reading), beside cuDNN BF16 in both conditions
@@ -102,7 +108,7 @@ in_model)
     | tee $OUT/in_model.txt
   ;;
 *)
-  echo "usage: job.sh dsl_part N|peers_a|peers_b|check_jit|short_rule|graph_spans|in_model"; exit 2
+  echo "usage: job.sh dsl_part N|peers_a|peers_b|check_jit|short_rule|graph_spans|in_model|l2_reads"; exit 2
   ;;
 esac
 date -u +%H:%M:%S

@@ -1,0 +1,61 @@
+"""The quantise launch's L2 hints at short lengths: the package (codes stored evict-last, Q, K and V
+read evict-first) against the inputs read with no hint (READ_INPUTS_FIRST off) and against no hints
+at all (KEEP_CODES_IN_L2 off), the package's own prebuilt kernels and length rule, the whole call
+replayed from a CUDA graph and after launches writing Q, K and V (wan_fp4.eval.graph_spans),
+alternated in rounds beside cuDNN BF16. Each call sets its hints itself, so that the graphs capture
+them. A job script, not part of the package."""
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, os.getcwd())
+sys.path.insert(0, os.path.join(os.getcwd(), "docs/results/next-h200"))
+from rounds import alternated, row  # noqa: E402
+from wan_fp4.eval import graph_spans  # noqa: E402
+from wan_fp4.eval.metrics import rel_l2  # noqa: E402
+from wan_fp4.kernels import prepare  # noqa: E402
+from wan_fp4.kernels.sm90 import host  # noqa: E402
+
+ROUNDS = int(os.environ.get("ROUNDS", "3"))
+VARIANTS = {"package": (True, True), "inputs plain": (True, False), "no hints": (False, False)}
+torch.manual_seed(0)
+CASES = (("direct-p", (1, 1024, 40, 128)), ("direct-p", (1, 1024, 12, 128)), ("direct-p", (1, 2048, 40, 128)),
+         ("fp8", (1, 1024, 40, 128)), ("direct-p", (1, 1024, 40, 64)), ("direct-p", (2, 320, 4, 64)),
+         ("direct-p", (1, 4096, 40, 128)))
+
+
+def hinted(q, k, v, mode, keep, first):
+    def call():
+        prepare.KEEP_CODES_IN_L2, prepare.READ_INPUTS_FIRST = keep, first
+        try:
+            return host.run(q, k, v, mode, prebuilt=True)[0]
+        finally:
+            prepare.KEEP_CODES_IN_L2, prepare.READ_INPUTS_FIRST = True, True
+    return call
+
+
+for mode, shape in CASES:
+    b, s, h, d = shape
+    q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    writer = graph_spans.input_writer(q, k, v)
+    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+
+    def cudnn():  # its (B, S, H, D) view, as ours returns
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            return F.scaled_dot_product_attention(qt, kt, vt).transpose(1, 2)
+
+    calls = {n: hinted(q, k, v, mode, *hints) for n, hints in VARIANTS.items()}
+    calls["cuDNN BF16"] = cudnn
+    first = {n: fn().float() for n, fn in calls.items()}
+    same = all(torch.equal(first[n], first["package"]) for n in VARIANTS)
+    rep, mod = alternated(calls, writer, ROUNDS)
+    print(f"B{b} H{h} S{s} D{d} {mode} ({ROUNDS} rounds; replayed | inputs written; the variants' outputs "
+          f"{'bit for bit the same' if same else 'DIFFER'}; package vs cuDNN BF16 "
+          f"{rel_l2(first['package'], first['cuDNN BF16']):.2e}):", flush=True)
+    for n in calls:
+        print(row(n, rep[n], mod[n], 12), flush=True)
+    del q, k, v, qt, kt, vt, writer
+    torch.cuda.empty_cache()
