@@ -443,16 +443,20 @@ def test_codes_are_kept_in_l2_only_where_they_all_fit(monkeypatch):
 
     class Spy:
         def __getitem__(self, grid):
-            return lambda *args, **kw: seen.append(kw["KEEP"])
+            return lambda *args, **kw: seen.append((kw["KEEP"], kw["READ_FIRST"]))
 
     monkeypatch.setattr(prepare, "_quant_kernel", Spy())
     q, k, v = _inputs(1, 130, 130, 2, 64, seed=32)  # 3 x 2 x 256 x 64 bytes of codes
     for l2 in (3 * 2 * 256 * 64, 3 * 2 * 256 * 64 - 1):
         monkeypatch.setattr(prepare, "_l2_bytes", lambda device, l2=l2: l2)
         prepare._prepare_triton(q, k, v, hw_cvt=False)
+    monkeypatch.setattr(prepare, "_l2_bytes", lambda device: 50 << 20)
+    monkeypatch.setattr(prepare, "READ_INPUTS_FIRST", False)
+    prepare._prepare_triton(q, k, v, hw_cvt=False)  # codes kept, inputs read plainly
     monkeypatch.setattr(prepare, "KEEP_CODES_IN_L2", False)
-    prepare._prepare_triton(q, k, v, hw_cvt=False)
-    assert seen == [True, False, False]
+    monkeypatch.setattr(prepare, "READ_INPUTS_FIRST", True)
+    prepare._prepare_triton(q, k, v, hw_cvt=False)  # no hints: the input hint only comes with the codes'
+    assert seen == [(True, True), (False, False), (True, False), (False, False)]
 
 
 def test_the_quantise_launch_shape_follows_its_length(monkeypatch):

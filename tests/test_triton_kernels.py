@@ -189,13 +189,13 @@ text = ptx(F.fp4_emulation_fwd, {**{n: f32 for n in F.fp4_emulation_fwd.arg_name
            dict(D=128, DP=128, BLOCK_M=128, BLOCK_N=128, PB=32, RESHAPE=True, LADDER=True, IEEE_DOT=False,
                 DEBUG_P=False), num_warps=8, num_stages=2, enable_fp_fusion=False)
 assert ln2 in text, "fp4 emulation: no LN2 in the LSE"
-def quant_ptx(fold, keep, pdl, shape=prepare.QUANT_LONG):
+def quant_ptx(fold, keep, pdl, shape=prepare.QUANT_LONG, first=None):
     warps, maxnreg = shape
     return ptx(prepare._quant_kernel, dict(q_ptr="*bf16", k_ptr="*bf16", v_ptr="*bf16",
         mean_ptr=f32, amax_ptr=f32, ksum_ptr="*fp64", vmax_ptr=f32, perm_ptr="*i32", q8_ptr=f8, k8_ptr=f8,
         v8_ptr="*u8", q_scale_ptr=f32, k_scale_ptr=f32, v_scale_ptr=f32, stats_ptr=f32), dict(D=128, BLOCK_D=128,
         BLOCK_S=128, HW_CVT=True, PERM=True, ONES_ROWS=8, ONE_CODE=0x38, FOLD=fold, GROUP=prepare.TOTALS_LOADS,
-        KEEP=keep, PDL=pdl), num_warps=warps, **({} if maxnreg is None else {"maxnreg": maxnreg}))
+        KEEP=keep, READ_FIRST=keep if first is None else first, PDL=pdl), num_warps=warps, **({} if maxnreg is None else {"maxnreg": maxnreg}))
 quant = {args: quant_ptx(*args)
          for args in ((False, False, False), (True, False, False), (True, True, False), (True, False, True))}
 stats, totals = ({pdl: ptx(prepare._column_stats_kernel, dict(k_ptr="*bf16", v_ptr="*bf16", ksum_ptr="*fp64",
@@ -236,6 +236,10 @@ first = kept.count("ld.global.L1::evict_first.L2::cache_hint.b16")
 assert first and "ld.global.b16" not in kept, "a BF16 input read without evict-first"
 assert kept.count("st.global.L1::evict_last.L2::cache_hint.b8") >= first, "codes stored without evict-last"
 assert "createpolicy.fractional.L2::evict_last" in kept and "evict_" not in plain and "cache_hint" not in plain
+# READ_FIRST off: the codes still stored evict-last, the inputs read with no hint
+codes_only = quant_ptx(True, True, False, first=False)
+assert "evict_first" not in codes_only and codes_only.count("ld.global.b16") == first
+assert codes_only.count("st.global.L1::evict_last.L2::cache_hint.b8") == kept.count("st.global.L1::evict_last.L2::cache_hint.b8")
 # folded, a K block's TOTALS_LOADS loads of its head's partial sums are unrolled (not one chunk per loop trip)
 body = quant[True, False, False]
 assert body.count("ld.global.b64") + body.count("ld.global.u64") + body.count("ld.global.f64") >= prepare.TOTALS_LOADS
