@@ -98,7 +98,7 @@ graph_spans)
     | grep -v -E "skipped inside|UserWarning|_warn_once" | tee $OUT/in_model_pieces.txt
   ;;
 l2_reads)
-  ROUNDS=3 timeout 400 python3 docs/results/next-h200/l2_reads.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
+  ROUNDS=${ROUNDS:-3} timeout 400 python3 docs/results/next-h200/l2_reads.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
     | tee $OUT/l2_reads.txt
   ;;
 in_model)
