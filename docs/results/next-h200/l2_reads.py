@@ -8,13 +8,10 @@ import os
 import sys
 
 import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.getcwd())
 sys.path.insert(0, os.path.join(os.getcwd(), "docs/results/next-h200"))
-from rounds import alternated, row  # noqa: E402
-from wan_fp4.eval import graph_spans  # noqa: E402
+from rounds import alternated, inputs, row  # noqa: E402
 from wan_fp4.eval.metrics import rel_l2  # noqa: E402
 from wan_fp4.kernels import prepare  # noqa: E402
 from wan_fp4.kernels.sm90 import host  # noqa: E402
@@ -39,14 +36,7 @@ def hinted(q, k, v, mode, keep, first):
 
 for mode, shape in CASES:
     b, s, h, d = shape
-    q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    writer = graph_spans.input_writer(q, k, v)
-    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
-
-    def cudnn():  # its (B, S, H, D) view, as ours returns
-        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-            return F.scaled_dot_product_attention(qt, kt, vt).transpose(1, 2)
-
+    q, k, v, writer, cudnn = inputs(shape)
     calls = {n: hinted(q, k, v, mode, *hints) for n, hints in VARIANTS.items()}
     calls["cuDNN BF16"] = cudnn
     first = {n: fn().float() for n, fn in calls.items()}
@@ -57,5 +47,5 @@ for mode, shape in CASES:
           f"{rel_l2(first['package'], first['cuDNN BF16']):.2e}):", flush=True)
     for n in calls:
         print(row(n, rep[n], mod[n], 12), flush=True)
-    del q, k, v, qt, kt, vt, writer
+    del q, k, v, writer, cudnn
     torch.cuda.empty_cache()

@@ -9,12 +9,10 @@ import sys
 
 import torch
 import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.getcwd())
 sys.path.insert(0, os.path.join(os.getcwd(), "docs/results/next-h200"))
-from rounds import alternated, row  # noqa: E402
-from wan_fp4.eval import graph_spans  # noqa: E402
+from rounds import alternated, inputs, row  # noqa: E402
 from wan_fp4.eval.metrics import rel_l2  # noqa: E402
 from wan_fp4.kernels.sm90 import host, length_config  # noqa: E402
 
@@ -24,24 +22,17 @@ CASES = (("direct-p", (1, 1024, 40, 128)), ("direct-p", (1, 1024, 12, 128)), ("d
          ("fp8", (1, 1024, 40, 128)), ("direct-p", (1, 1024, 40, 64)), ("direct-p", (2, 320, 4, 64)))
 for mode, shape in CASES:
     b, s, h, d = shape
-    q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    writer = graph_spans.input_writer(q, k, v)
-    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
-
-    def cudnn():  # its (B, S, H, D) view, as ours returns
-        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-            return F.scaled_dot_product_attention(qt, kt, vt).transpose(1, 2)
-
+    q, k, v, writer, cudnn = inputs(shape)
     calls = {n: (lambda c=c: host.run(q, k, v, mode, config=c, prebuilt=True)[0])
              for n, c in (("package", None), ("defaults", {}))}
     calls["cuDNN BF16"] = cudnn
     first = {n: fn().float() for n, fn in calls.items()}
-    exact = F.scaled_dot_product_attention(qt.float(), kt.float(), vt.float()).transpose(1, 2)
+    exact = F.scaled_dot_product_attention(*(x.transpose(1, 2).float() for x in (q, k, v))).transpose(1, 2)
     rep, mod = alternated(calls, writer, ROUNDS)
     print(f"B{b} H{h} S{s} D{d} {mode}, the package's short options {length_config(mode, d, s, s)} "
           f"({ROUNDS} rounds; replayed | inputs written; package vs defaults output {rel_l2(first['package'], first['defaults']):.2e}; vs exact: "
           + ", ".join(f"{n} {rel_l2(first[n], exact):.2e}" for n in calls) + "):", flush=True)
     for n in calls:
         print(row(n, rep[n], mod[n], 10), flush=True)
-    del q, k, v, qt, kt, vt, writer
+    del q, k, v, writer, cudnn
     torch.cuda.empty_cache()
