@@ -158,6 +158,17 @@ def _nan_like(shape, dtype, device):
     return torch.full(shape, float("nan"), dtype=dtype, device=device)
 
 
+def _out_lse(b, s, h, d, device, dtype=torch.bfloat16):
+    """A launch's (B, S, H, D) output and (B, H, S) LSE, NaN until it writes them (so that an
+    element it misses shows)."""
+    return _nan_like((b, s, h, d), dtype, device), _nan_like((b, h, s), torch.float32, device)
+
+
+def _config_text(config: dict) -> str:
+    """A config as the check's lines name it: compact JSON with its keys sorted."""
+    return json.dumps(config, sort_keys=True, separators=(",", ":"))
+
+
 # ------------------------------------------------------------------------- each family's launch
 def _launch_sm90(q, k, v, case, ctx):
     from ..kernels import sm90
@@ -167,14 +178,14 @@ def _launch_sm90(q, k, v, case, ctx):
 
     b, sq, h, d = q.shape
     ops = prepare_fp8(q, k, v, **v_layout_args(case.mode))
-    out, lse = _nan_like(q.shape, torch.bfloat16, q.device), _nan_like((b, h, sq), torch.float32, q.device)
+    out, lse = _out_lse(b, sq, h, d, q.device)
     # an empty config is the package's own launch: short lengths take their options (length_config),
     # named on the case's line so that the output says which kernel ran
     config = case.options.get("config") or None
     short = length_config(case.mode, d, ops.seq_q, ops.seq_kv) if config is None else {}
     sm90.launch(ops, case.mode, d, config=config, out=out, lse=lse, prebuilt=ctx.prebuilt)
     _sync(q.device)
-    extra = {"short": json.dumps(short, sort_keys=True, separators=(",", ":"))} if short else {}
+    extra = {"short": _config_text(short)} if short else {}
     return out, lse + sm90.lse_shift(ops, d), extra  # the reference adds back the K-smoothing shift
 
 
@@ -184,7 +195,7 @@ def _launch_triton(q, k, v, case, ctx):
 
     b, sq, h, d = q.shape
     prep = prepare.prepare_fp8(q, k, v, backend="triton")
-    out, lse = _nan_like(q.shape, q.dtype, q.device), _nan_like((b, h, sq), torch.float32, q.device)
+    out, lse = _out_lse(b, sq, h, d, q.device, q.dtype)
     tri.attention_prepared(prep, case.mode, 1 / math.sqrt(d), out, lse)
     return out, lse, {}
 
@@ -329,15 +340,13 @@ def probe_prebuilt_jit(case, ctx):
     q, k, v = make_inputs(case, ctx.device)
     b, sq, h, d = q.shape
     ops = prepare_fp8(q, k, v, **v_layout_args(case.mode))
-    configs = [{}]
     short = length_config(case.mode, d, ops.seq_q, ops.seq_kv)
-    if short:
-        configs.append(short)
+    configs = [{}] + ([short] if short else [])
     m, said = {"differing": 0, "nan": 0}, []
     for config in configs:
         outs = []
         for pb in (True, False):
-            out, lse = _nan_like(q.shape, torch.bfloat16, q.device), _nan_like((b, h, sq), torch.float32, q.device)
+            out, lse = _out_lse(b, sq, h, d, q.device)
             sm90.launch(ops, case.mode, d, config=config, out=out, lse=lse, prebuilt=pb)
             outs.append((out, lse))
         _sync(ctx.device)
@@ -345,7 +354,7 @@ def probe_prebuilt_jit(case, ctx):
         differing, nan = int((o1 != o2).sum() + (l1 != l2).sum()), int(torch.isnan(o1).sum())
         m["differing"] += differing
         m["nan"] += nan
-        said.append(f"{json.dumps(config, sort_keys=True) if config else 'defaults'}: differing={differing} nan={nan}")
+        said.append(f"{_config_text(config) if config else 'defaults'}: differing={differing} nan={nan}")
     return m, "(bitwise) " + "; ".join(said)
 
 
@@ -380,7 +389,7 @@ def probe_large(case, ctx):
     rows = torch.cat([torch.arange(0, 128), torch.arange(last, s)]).to(ctx.device)
     q_last, k_last, v_last = q[b - 1:, rows].clone(), k[b - 1:].clone(), v[b - 1:].clone()
     del q, k, v
-    out, lse = _nan_like((b, s, h, d), torch.bfloat16, ctx.device), _nan_like((b, h, s), torch.float32, ctx.device)
+    out, lse = _out_lse(b, s, h, d, ctx.device)
     sm90.launch(ops, mode, d, out=out, lse=lse, prebuilt=ctx.prebuilt)
     _sync(ctx.device)
     m["nan"] = int(torch.isnan(out).sum() + torch.isnan(lse).sum())
@@ -397,7 +406,7 @@ def probe_large(case, ctx):
         one = dataclasses.replace(
             ops, q8=ops.q8[i:i + 1], k8=ops.k8[i:i + 1], v8t=ops.v8t[i:i + 1], q_scale=ops.q_scale[i:i + 1],
             k_scale=ops.k_scale[i:i + 1], v_scale=ops.v_scale[i:i + 1], k_mean=ops.k_mean[i:i + 1])
-        o1, l1 = _nan_like((1, s, h, d), torch.bfloat16, ctx.device), _nan_like((1, h, s), torch.float32, ctx.device)
+        o1, l1 = _out_lse(1, s, h, d, ctx.device)
         sm90.launch(one, mode, d, out=o1, lse=l1, prebuilt=ctx.prebuilt)
         _sync(ctx.device)
         same = torch.equal(out[i:i + 1], o1) and torch.equal(lse[i:i + 1], l1)
