@@ -26,11 +26,12 @@ CASES = CASES[:int(os.environ.get("CASES", len(CASES)))]  # the first few, where
 
 def hinted(q, k, v, mode, keep, first):
     def call():
+        was = prepare.KEEP_CODES_IN_L2, prepare.READ_INPUTS_FIRST
         prepare.KEEP_CODES_IN_L2, prepare.READ_INPUTS_FIRST = keep, first
         try:
             return host.run(q, k, v, mode, prebuilt=True)[0]
         finally:
-            prepare.KEEP_CODES_IN_L2, prepare.READ_INPUTS_FIRST = True, True
+            prepare.KEEP_CODES_IN_L2, prepare.READ_INPUTS_FIRST = was
     return call
 
 
