@@ -575,8 +575,10 @@ TOTALS_MAXNREG = 128
 # fp8. Past L2's size the launch keeps plain loads and stores.
 KEEP_CODES_IN_L2 = True
 # Where it keeps the codes, whether it reads Q, K and V evict-first too (the pair above was measured
-# with it): nothing in the call reads them again, but a caller timing the call again on the same
-# inputs, or reading them after it, then finds them evicted.
+# with it): nothing in the call reads them again. Read plainly instead, the whole call at B1 H40
+# D128 was 3.3-3.9 us slower at 1,024 tokens replayed on the same inputs (2.4-3.3 with them just
+# written) and 4.6-6.2 at 2,048; where its bytes are a fraction of L2 (H12, D64) 0.1-1.0 us faster
+# replayed and the same written (H100, BENCHMARKS.md, 2026-12-07 third run).
 READ_INPUTS_FIRST = True
 # The launches after the statistics launch start as its programmatic dependents (sm90+): the
 # quantise launch's Q blocks, which need nothing from it, run while it does, on the SMs its few

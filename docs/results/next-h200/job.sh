@@ -1,5 +1,5 @@
-# The device jobs for issue 16 still pending on an H200 (all ran on an H100 on 2026-12-07 but
-# check_jit and l2_reads: docs/results/2026-12-07b-h100/), kept in the repo so a fresh checkout has them. Jobs
+# The device jobs for issue 16 still pending on an H200 (all but check_jit ran on an H100 on
+# 2026-12-07: docs/results/2026-12-07b-h100/, 2026-12-07c-h100/ and 2026-12-07d-h100/), kept in the repo so a fresh checkout has them. Jobs
 # that ran are copied, as they ran, into their results folders (docs/results/<date>-<device>/job.sh);
 # the git history has every earlier version of this file. One device call each (under 10 minutes).
 #
@@ -13,8 +13,9 @@
 #   graph_spans  `wan-fp4 bench attention --graph-spans` at 1,024 and 2,048 tokens beside cuDNN BF16,
 #                then the in-model pieces (docs/results/2026-12-06l-h100/in_model_pieces.py)
 #   in_model     the 1,024-token call replayed and after the writer (2026-12-06l-h100/in_model.py)
-#   l2_reads     the quantise launch's L2 hints at short lengths (l2_reads.py): Q, K and V read
-#                evict-first (the package), read plainly, and no hints, each beside cuDNN BF16
+#   l2_traffic   ncu's DRAM bytes and L2 hit rate per launch of the 1,024-token call and of cuDNN
+#                BF16, replayed and after the writer, the caches as the calls leave them (l2_traffic.py);
+#                `l2_traffic range`: per call, its launches profiled together as one range
 #
 # The one run with every peer (issue 16's table: FA4 BF16, cuDNN BF16 and FP8, SageAttention 2,
 # the cuBLAS FP8 GEMM), on one machine, back to back (it keeps /tmp for 30 s after a call):
@@ -97,9 +98,18 @@ graph_spans)
   ROUNDS=3 timeout 200 python3 docs/results/2026-12-06l-h100/in_model_pieces.py 2>&1 \
     | grep -v -E "skipped inside|UserWarning|_warn_once" | tee $OUT/in_model_pieces.txt
   ;;
-l2_reads)
-  ROUNDS=${ROUNDS:-3} timeout 400 python3 docs/results/next-h200/l2_reads.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
-    | tee $OUT/l2_reads.txt
+l2_traffic)
+  # per launch (ncu's default), or with `range` each call's launches as one range (--replay-mode
+  # app-range: the application run again per pass, as CUDA graphs need), so that the counters see
+  # the L2 as the call's launches leave it for each other
+  replay=""; [ "$2" = range ] && replay="--replay-mode app-range"
+  for call in package cudnn; do for cond in replayed written; do
+    timeout 100 ncu $replay --cache-control none --clock-control none --nvtx --nvtx-include "measured/" --csv \
+      --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct \
+      python3 docs/results/next-h200/l2_traffic.py $call $cond > $OUT/l2_traffic${2:+_$2}_${call}_${cond}.csv 2>&1
+    echo "$call $cond rc=$?"; grep -E '^"[0-9]' $OUT/l2_traffic${2:+_$2}_${call}_${cond}.csv \
+      | awk -F'","' '{n=$(NF-10); sub(/\(.*/, "", n); v=$NF; gsub(/"/, "", v); printf "  %-28.28s %-32s %s %s\n", n, $(NF-2), $(NF-1), v}'
+  done; done
   ;;
 in_model)
   # the 1,024-token call with Q, K and V just written by a launch before it (as in a model) and
@@ -108,7 +118,7 @@ in_model)
     | tee $OUT/in_model.txt
   ;;
 *)
-  echo "usage: job.sh dsl_part N|peers_a|peers_b|check_jit|short_rule|graph_spans|in_model|l2_reads"; exit 2
+  echo "usage: job.sh dsl_part N|peers_a|peers_b|check_jit|short_rule|graph_spans|in_model|l2_traffic"; exit 2
   ;;
 esac
 date -u +%H:%M:%S
