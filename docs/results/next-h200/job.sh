@@ -1,5 +1,5 @@
 # The device jobs for issue 16 still pending on an H200 (all but check_jit ran on an H100 on
-# 2026-12-07: docs/results/2026-12-07b-h100/ to 2026-12-07e-h100/), kept in the repo so a fresh checkout has them. Jobs
+# 2026-12-07: docs/results/2026-12-07b-h100/ to 2026-12-07f-h100/), kept in the repo so a fresh checkout has them. Jobs
 # that ran are copied, as they ran, into their results folders (docs/results/<date>-<device>/job.sh);
 # the git history has every earlier version of this file. One device call each (under 10 minutes).
 #
@@ -16,6 +16,8 @@
 #   l2_traffic   ncu's DRAM bytes and L2 hit rate per launch of the 1,024-token call and of cuDNN
 #                BF16, replayed and after the writer, the caches as the calls leave them (l2_traffic.py);
 #                `l2_traffic range`: per call, its launches profiled together as one range
+#   prepass_ncu  the replayed 1,024-token call's statistics and quantise launches under ncu --set full
+#                (the report, its details page and its SASS source counters)
 #
 # The one run with every peer (issue 16's table: FA4 BF16, cuDNN BF16 and FP8, SageAttention 2,
 # the cuBLAS FP8 GEMM), on one machine, back to back (it keeps /tmp for 30 s after a call):
@@ -98,6 +100,16 @@ graph_spans)
   ROUNDS=3 timeout 200 python3 docs/results/2026-12-06l-h100/in_model_pieces.py 2>&1 \
     | grep -v -E "skipped inside|UserWarning|_warn_once" | tee $OUT/in_model_pieces.txt
   ;;
+prepass_ncu)
+  # the pre-pass's launches of the replayed 1,024-token call under ncu's full set (stalls, memory
+  # charts, source counters): what holds the statistics and the quantise launch short of a cast
+  timeout 300 ncu --set full --cache-control none --clock-control none --nvtx --nvtx-include "measured/" \
+    -k regex:'_column_stats|_quant' -c 2 -o $OUT/prepass python3 docs/results/next-h200/l2_traffic.py package replayed \
+    > $OUT/prepass_ncu.log 2>&1; echo "ncu rc=$?"; tail -3 $OUT/prepass_ncu.log
+  ncu --import $OUT/prepass.ncu-rep --page details > $OUT/prepass_details.txt 2>&1
+  ncu --import $OUT/prepass.ncu-rep --page source --csv --print-source sass > $OUT/prepass_source.csv 2>&1
+  ls -la $OUT; grep -E "^  [a-z_]+|Duration|DRAM Throughput|Memory Throughput|L2 Hit|Achieved Occupancy|Registers Per|Warp Cycles Per Issued|One or More Eligible" $OUT/prepass_details.txt | head -60
+  ;;
 l2_traffic)
   # per launch (ncu's default), or with `range` each call's launches as one range (--replay-mode
   # app-range: the application run again per pass, as CUDA graphs need), so that the counters see
@@ -118,7 +130,7 @@ in_model)
     | tee $OUT/in_model.txt
   ;;
 *)
-  echo "usage: job.sh dsl_part N|peers_a|peers_b|check_jit|short_rule|graph_spans|in_model|l2_traffic"; exit 2
+  echo "usage: job.sh dsl_part N|peers_a|peers_b|check_jit|short_rule|graph_spans|in_model|l2_traffic|prepass_ncu"; exit 2
   ;;
 esac
 date -u +%H:%M:%S
