@@ -1,5 +1,5 @@
 # The device jobs for issue 16 still pending on an H200 (all ran on an H100 on 2026-12-07:
-# docs/results/2026-12-07b-h100/ to 2026-12-07h-h100/), kept in the repo so a fresh checkout has them. Jobs
+# docs/results/2026-12-07b-h100/ to 2026-12-07i-h100/), kept in the repo so a fresh checkout has them. Jobs
 # that ran are copied, as they ran, into their results folders (docs/results/<date>-<device>/job.sh);
 # the git history has every earlier version of this file. One device call each (under 10 minutes).
 #
@@ -18,6 +18,8 @@
 #                `l2_traffic range`: per call, its launches profiled together as one range
 #   q_bound      the call with Q's blocks left out of the quantise launch (Q's codes from a pre-pass
 #                before timing): what Q quantised in the kernel could save at most (q_bound.py)
+#   read_speed   the statistics launch's read of K and V from DRAM against plain reads of the same
+#                bytes (torch's reductions, a Triton read) after an L2 flush (read_speed.py)
 #   prepass_ncu  the replayed 1,024-token call's statistics and quantise launches under ncu --set full
 #                (the report, its details page and its SASS source counters)
 #
@@ -106,6 +108,10 @@ q_bound)
   ROUNDS=3 timeout 300 python3 docs/results/next-h200/q_bound.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
     | tee $OUT/q_bound.txt
   ;;
+read_speed)
+  ROUNDS=3 timeout 240 python3 docs/results/next-h200/read_speed.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
+    | tee $OUT/read_speed.txt
+  ;;
 prepass_ncu)
   # the pre-pass's launches of the replayed 1,024-token call under ncu's full set (stalls, memory
   # charts, source counters): what holds the statistics and the quantise launch short of a cast
@@ -136,7 +142,7 @@ in_model)
     | tee $OUT/in_model.txt
   ;;
 *)
-  echo "usage: job.sh dsl_part N|peers_a|peers_b|check_jit|short_rule|graph_spans|in_model|l2_traffic|prepass_ncu|q_bound"; exit 2
+  echo "usage: job.sh dsl_part N|peers_a|peers_b|check_jit|short_rule|graph_spans|in_model|l2_traffic|prepass_ncu|q_bound|read_speed"; exit 2
   ;;
 esac
 date -u +%H:%M:%S
