@@ -192,7 +192,9 @@ def link_shim(name: str, src_dir: Path, so_path: Path) -> Path:
     """Compile the shim for <name> (header and object in src_dir) and link it into so_path.
 
     Static against cudart and the DSL's CUDA-dialect runtime, so the .so needs only libc (and the
-    driver at run time). The file appears atomically (concurrent first uses never load half of it)."""
+    driver at run time). Linked without its symbol table (-s; the dynamic symbols the loader binds
+    stay): a quarter smaller, which matters where the shims travel to a device beside the package.
+    The file appears atomically (concurrent first uses never load half of it)."""
     src_dir, so_path = Path(src_dir), Path(so_path)
     cc = c_compiler()
     cuda = cuda_home()
@@ -203,7 +205,7 @@ def link_shim(name: str, src_dir: Path, so_path: Path) -> Path:
     shim.write_text(source)
     lib64 = cuda / "lib64" if (cuda / "lib64").exists() else cuda / "lib"
     tmp = so_path.with_suffix(f".so.tmp{os.getpid()}")
-    cmd = [cc, "-shared", "-fPIC", "-O2", f"-I{src_dir}", f"-I{cuda / 'include'}", "-o", str(tmp), str(shim),
+    cmd = [cc, "-shared", "-fPIC", "-O2", "-s", f"-I{src_dir}", f"-I{cuda / 'include'}", "-o", str(tmp), str(shim),
            str(src_dir / f"{name}.o"), f"-L{dsl_libdir()}", "-l:libcuda_dialect_runtime_static.a",
            f"-L{lib64}", "-lcudart_static", "-ldl", "-lpthread", "-lrt", "-lstdc++", "-Wl,--no-undefined"]
     run = subprocess.run(cmd, capture_output=True, text=True)
