@@ -22,6 +22,14 @@
 #                bytes (torch's reductions, a Triton read) after an L2 flush (read_speed.py)
 #   prepass_ncu  the replayed 1,024-token call's statistics and quantise launches under ncu --set full
 #                (the report, its details page and its SASS source counters)
+#   quant_q      Q's codes made in the kernel (docs/SM90_GEN2.md item 59; quant_q.py), not in the package
+#                yet: on the CPU, `git apply docs/results/next-h200/quant_q.diff` (or check out branch
+#                quant-q), then `python3 scripts/build_prebuilt.py --only sm90 --out .device/qq
+#                --sm90-config '{"fold": 1, "quant_q": 1}' --sm90-config '{"fold": 1, "quant_q": 2}'
+#                --sm90-config '{"quant_q": 2}' --sm90-head-dims 64 128`, `rm .device/qq/*.o .device/qq/*.h`,
+#                and move wan_fp4/pipelines/weights/tiny out of the tree for the call (the 64 MiB);
+#                carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", ".device/qq"];
+#                `quant_q check` runs the check after the timing
 #
 # The one run with every peer (issue 16's table: FA4 BF16, cuDNN BF16 and FP8, SageAttention 2,
 # the cuBLAS FP8 GEMM), on one machine, back to back (it keeps /tmp for 30 s after a call):
@@ -135,6 +143,18 @@ l2_traffic)
       | awk -F'","' '{n=$(NF-10); sub(/\(.*/, "", n); v=$NF; gsub(/"/, "", v); printf "  %-28.28s %-32s %s %s\n", n, $(NF-2), $(NF-1), v}'
   done; done
   ;;
+quant_q)
+  # Q's codes made in the kernel (quant_q.py: its bitwise check, then the timing of quant_q 1 and 2);
+  # `quant_q check` then runs the check with the kernels it was built beside (shims linked with -s)
+  export PREBUILT_DIR=.device/qq
+  ROUNDS=3 CASES=${CASES:-6} timeout 270 python3 docs/results/next-h200/quant_q.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
+    | tee $OUT/quant_q.txt
+  if [ "$2" = check ]; then
+    timeout 150 python3 -m wan_fp4.cli check --kernels sm90-cute --prebuilt-dir .device/qq > $OUT/check_package.txt 2>&1
+    echo "check rc=$?"; tail -1 $OUT/check_package.txt
+    grep -E "^(FAIL|ERROR)" $OUT/check_package.txt | head -20
+  fi
+  ;;
 in_model)
   # the 1,024-token call with Q, K and V just written by a launch before it (as in a model) and
   # replayed on the same inputs (the target's reading), beside cuDNN BF16 in both conditions
@@ -142,7 +162,7 @@ in_model)
     | tee $OUT/in_model.txt
   ;;
 *)
-  echo "usage: job.sh dsl_part N|peers_a|peers_b|check_jit|short_rule|graph_spans|in_model|l2_traffic|prepass_ncu|q_bound|read_speed"; exit 2
+  echo "usage: job.sh dsl_part N|peers_a|peers_b|check_jit|short_rule|graph_spans|in_model|l2_traffic|prepass_ncu|q_bound|read_speed|quant_q"; exit 2
   ;;
 esac
 date -u +%H:%M:%S
