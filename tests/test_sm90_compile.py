@@ -824,7 +824,7 @@ def test_launch_splits_only_when_the_plan_does(monkeypatch):
         ops = prepare.prepare_fp8(q, q, q, backend="torch", **sm90.layout.v_layout_args("direct-p"))
         sm90.launch(ops, "direct-p", 128, config={"split_tail": True})  # direct-p's tail_rows yields
         name, args = calls[-1]
-        assert args[14:16] == (want_split or (0, 1))  # after 10 pointers and b, h, s_q, s_kv
+        assert args[15:17] == (want_split or (0, 1))  # after 11 pointers and b, h, s_q, s_kv
         if want_split:
             assert name == aot.kernel_name("direct-p", 128, {"split_tail": True})
             assert host.split_workspace(plan(1, h, s, s), 128, "direct-p") == 64 * 2 * 2 * 128 * (68 + 4)
@@ -838,7 +838,7 @@ def test_launch_splits_only_when_the_plan_does(monkeypatch):
         ops = prepare.prepare_fp8(q, q, q, backend="torch", **sm90.layout.v_layout_args("direct-p"))
         sm90.launch(ops, "direct-p", 128)
         name, args = calls[-1]
-        assert args[14:16] == (want_split or (0, 1))
+        assert args[15:17] == (want_split or (0, 1))
         short = {"fold": 1} if s <= 1024 else {}
         assert name == aot.kernel_name("direct-p", 128, {**short, **({} if want_split else {"tail_rows": False})})
 
@@ -881,10 +881,12 @@ def test_split_tail_is_fp8s_default_with_its_plain_kernel_beside_it():
         names = [aot.kernel_name("fp8", d, c) for c in sm90.launch_configs("fp8", d)]
         assert names == [f"wanfp4_sm90_fp8_d{d}", f"wanfp4_sm90_fp8_d{d}_split_tail0"]
     assert not any(sm90.default_config("direct-p", d)["split_tail"] for d in (128, 64))
-    # direct-p splits a short launch's last wave by rows instead, its plain kernel beside it
+    # direct-p splits a short launch's last wave by rows instead, its plain kernel beside it, and
+    # makes Q's codes in the kernel, both again with Q's codes from the pre-pass (host.run's fallback)
     for d in (128, 64):
         names = [aot.kernel_name("direct-p", d, c) for c in sm90.launch_configs("direct-p", d)]
-        assert names == [f"wanfp4_sm90_directp_d{d}", f"wanfp4_sm90_directp_d{d}_tail_rows0"]
+        assert names == [f"wanfp4_sm90_directp_d{d}", f"wanfp4_sm90_directp_d{d}_tail_rows0",
+                         f"wanfp4_sm90_directp_d{d}_quant_q0", f"wanfp4_sm90_directp_d{d}_quant_q0_tail_rows0"]
 
 
 @pytest.mark.parametrize("mode", ["direct-p", "fp8"])
@@ -901,3 +903,128 @@ def test_pdl_waits_for_the_launch_before_it_ahead_of_any_global_memory_access(mo
     first = re.search(r"\b(ld\.global|st\.global|atom\.global|red\.global|cp\.async\.bulk)", body)
     assert first and body.index("griddepcontrol.wait") < first.start(), first
     assert "griddepcontrol" not in ptx_of(compile_kernel(mode, 128, pdl=False, split_tail=False, options=KEEP))
+
+
+def test_quant_q_swizzle_is_the_q_tiles_layout():
+    """quant_q writes Q's codes by hand into sQ: its XOR mask (kernel.Q_SWIZZLE_MASK) must be the
+    swizzle sm90_utils.make_smem_layout_a gives the Q tile, over rows of D bytes stacked plainly
+    (offset w * 64 * D + r * D + c, then bits 4.. XOR bits 7..)."""
+    import cutlass
+    import cutlass.cute as cute
+    import cutlass.utils as utils
+    import cutlass.utils.hopper_helpers as sm90_utils
+
+    from wan_fp4.kernels.sm90.kernel import Q_SWIZZLE_MASK
+
+    seen = {}
+
+    @cute.jit
+    def layouts():
+        for d in (128, 64):
+            lay = sm90_utils.make_smem_layout_a(utils.LayoutEnum.ROW_MAJOR, (64, 128, d), cutlass.Float8E4M3FN, N_WG)
+            seen[d] = (str(lay.inner), str(lay.offset), str(lay.outer))
+
+    layouts()
+    for d, (swizzle, offset, outer) in seen.items():
+        bits, base, shift = (int(x) for x in re.fullmatch(r"S<(\d),(\d),(\d)>", swizzle).groups())
+        assert (base, shift, offset) == (4, 3, "0")
+        assert Q_SWIZZLE_MASK[d] == ((1 << bits) - 1) << base
+        assert outer == f"((8,8),({d},1),(1,{N_WG})):(({d},{8 * d}),(1,0),(0,{64 * d}))"
+
+
+@pytest.mark.parametrize("mode,head_dim", [("direct-p", 128), ("direct-p", 64), ("fp8", 128), ("fp8", 64)])
+def test_quant_q_makes_q_codes_before_the_first_product(tmp_path, mode, head_dim):
+    """quant_q: no TMA load of Q; each consumer thread loads whole 16-byte runs of BF16 Q, takes
+    the amax with max.NaN on BF16 pairs, exchanges it at a 256-thread named barrier, writes 16-byte
+    chunks of E4M3 codes, fences them for the async proxy and meets again before the first QGMMA;
+    the scale goes to q_scale and the range statistics by a reduction. quant_q 2 reads Q before
+    the pdl wait, 1 after it. Every config takes it: fp8's short D128 kernel with its CTA pairs and
+    split tail too."""
+    plain = _sass(tmp_path, mode, head_dim, fold=1)
+    for n in (1, 2):
+        sass = _sass(tmp_path, mode, head_dim, fold=1, quant_q=n)
+        assert sass.count("UTMALDG") == plain.count("UTMALDG") - N_WG  # Q's loads gone (K's and V^T's stay)
+        first = sass.index("QGMMA")
+        pro = sass[:first]
+        assert pro.count("LDG.E.128") == head_dim // 16
+        assert "HMNMX2.BF16_V2.NAN" in pro and "F2FP.SATFINITE.E4M3.F32" in pro
+        assert pro.count("STS.128") == head_dim // 32
+        assert pro.count("BAR.SYNC.DEFER_BLOCKING 0x9, 0x100") == 2
+        fence = pro.rindex("FENCE.VIEW.ASYNC.S")
+        assert pro.rindex("STS.128") < fence < pro.rindex("BAR.SYNC.DEFER_BLOCKING 0x9, 0x100")
+        assert sass.count("REDG.E.MAX") == plain.count("REDG.E.MAX") + 2
+        # quant_q 2: the producer's wait, and the consumers' after their prologue's last barrier;
+        # quant_q 1: one wait for every thread before any load
+        assert sass.count("ACQBULK") == n
+        if n == 2:
+            assert pro.rindex("BAR.SYNC.DEFER_BLOCKING 0x9, 0x100") < sass.rindex("ACQBULK") < sass.index("REDG")
+        else:
+            assert sass.index("ACQBULK") < sass.index("LDG.E.128")
+    assert "HMNMX2.BF16" not in plain
+
+
+def test_quant_q_refusals():
+    from wan_fp4.kernels.sm90.kernel import Sm90Attention
+
+    with pytest.raises(ValueError, match="quant_q must be"):
+        Sm90Attention("direct-p", 128, quant_q=3)
+    with pytest.raises(ValueError, match="needs pdl"):
+        Sm90Attention("direct-p", 128, quant_q=2, pdl=False)
+
+
+def test_run_leaves_q_to_the_kernel_where_quant_q_can(monkeypatch):
+    """A config with quant_q: the pre-pass skips Q and the kernel gets BF16 Q, unless Q is not BF16
+    and contiguous or an LSE is asked for (its shift reads Q's codes); then the pre-pass makes them
+    (quant_q 0: the same bits)."""
+    from wan_fp4.kernels import prepare
+    from wan_fp4.kernels.sm90 import host
+
+    real, seen, launched = prepare.prepare_fp8, [], []
+
+    def spy(*a, **kw):
+        seen.append(kw["quantise_q"])
+        return real(*a, **kw)
+
+    def fake_launch(ops, mode, d, scale, config=None, prebuilt=None, q=None):
+        launched.append((sm90.default_config(mode, d, config)["quant_q"], q is not None))
+        b, h, _ = ops.q_scale.shape
+        return torch.zeros(b, ops.seq_q, h, d), torch.zeros(b, h, ops.seq_q)
+
+    monkeypatch.setattr(prepare, "prepare_fp8", spy)
+    monkeypatch.setattr(host, "launch", fake_launch)
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 130, 2, 64, generator=g).bfloat16() for _ in range(3))
+    cfg = {"fold": 1, "quant_q": 2}
+    host.run(q, k, v, "direct-p", config=cfg)
+    host.run(q, k, v, "direct-p", config=cfg, return_lse=True)
+    host.run(q.transpose(1, 2).contiguous().transpose(1, 2), k, v, "direct-p", config=cfg)
+    host.run(q.half(), k, v, "direct-p", config=cfg)
+    host.run(q, k, v, "fp8", config={"fold": 1})
+    host.run(q, k, v, "direct-p")  # direct-p's defaults take quant_q 2 (config.MODE_CONFIG), fp8's not
+    host.run(q, k, v, "fp8")
+    assert seen == [False, True, True, True, True, False, True]
+    assert launched == [(2, True), (0, False), (0, False), (0, False), (0, False), (2, True), (0, False)]
+
+
+@pytest.mark.parametrize("gain", [1.0, 800.0, 6400.0, 1e8])
+def test_score_range_check_without_q_codes_requantises_q(gain):
+    """With Q's codes made in the kernel (q8 None), a check past the loose bound quantises Q again on
+    the host: the same verdict as with the pre-pass's codes, near the limit and past it."""
+    import dataclasses
+
+    from wan_fp4.kernels import prepare
+
+    g = torch.Generator().manual_seed(1)
+    q = torch.zeros(1, 200, 2, 64)
+    q[:, :, :, 5] = gain  # one large channel: the row norms sit far below the scales' bound
+    q = (q + torch.randn(q.shape, generator=g)).bfloat16()
+    k, v = (torch.randn(1, 200, 2, 64, generator=g).bfloat16() * 30 for _ in range(2))
+    ops = prepare.prepare_fp8(q, k, v, backend="torch")
+    verdicts = []
+    for o in (ops, dataclasses.replace(ops, q8=None, q_source=q)):
+        try:
+            o.check_score_range("direct-p", 0.125)
+            verdicts.append("ok")
+        except ValueError as e:
+            verdicts.append(str(e))
+    assert verdicts[0] == verdicts[1]

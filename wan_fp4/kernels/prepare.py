@@ -48,7 +48,7 @@ from functools import lru_cache
 import torch
 
 from ..modes import E4M3_MAX, E4M3_ONE, QK_SCALE_BLOCK, TILE_N  # noqa: F401 - E4M3_ONE: sm90.layout imports it from here
-from ..reference import check_score_range, key_mean, log2_scale, non_finite_error, pow2_scale
+from ..reference import check_score_range, key_mean, log2_scale, non_finite_error, pow2_scale, quantize_blocks
 
 log = logging.getLogger("wan_fp4")
 _skipped_in_capture: list = []
@@ -77,7 +77,7 @@ LENGTH_ARGS = ("Sq", "Skv", "nq", "nk", "n_chunks")
 
 @dataclass
 class PreparedFP8:
-    q8: torch.Tensor
+    q8: torch.Tensor | None  # None: Q's codes are made in the kernel (prepare_fp8's quantise_q)
     k8: torch.Tensor
     v8t: torch.Tensor
     q_scale: torch.Tensor
@@ -90,6 +90,7 @@ class PreparedFP8:
     range_stats: torch.Tensor
     v_perm: tuple | None = None  # v8t column j holds key 32 (j // 32) + v_perm[j % 32]
     v_ones_rows: int = 0  # rows of v8t after D (row D all E4M3 1.0, the rest 0)
+    q_source: torch.Tensor | None = None  # with q8 None: the Q whose codes the kernel makes
 
     def start_score_range_check(self, mode: str, scale: float) -> "ScoreRangeCheck":
         """Begin `check_score_range` without waiting for the device: `range_stats` starts its
@@ -121,7 +122,7 @@ class PreparedFP8:
 
     def plain_v8t(self) -> torch.Tensor:
         """v8t in the plain (B, H, D, Skv_pad) key order, whatever layout it was written in."""
-        d = self.q8.shape[-1]
+        d = self.k8.shape[-1]
         vt = self.v8t[:, :, :d]
         if self.v_perm is None:
             return vt
@@ -164,7 +165,10 @@ class ScoreRangeCheck:
             if bad:
                 raise non_finite_error(name)
         o = self.ops
-        check_score_range(self.mode, self.c, o.q8, o.q_scale, o.k8, o.k_scale, scale_product=q_max * k_max)
+        q8 = o.q8
+        if q8 is None:  # made in the kernel: the same codes again, read only past the loose bound
+            q8 = quantize_blocks(o.q_source.to(torch.float32))[0].permute(0, 2, 1, 3)
+        check_score_range(self.mode, self.c, q8, o.q_scale, o.k8, o.k_scale, scale_product=q_max * k_max)
 
 
 def key_permutation(perm, s_pad: int, device=None) -> torch.Tensor:
@@ -715,17 +719,20 @@ def triton_usable(t: torch.Tensor) -> bool:
     return t.is_cuda and _capability(t.device) >= (8, 9)
 
 
-def _prepare_triton(q, k, v, hw_cvt: bool, v_perm=None, v_ones_rows=0, programs=None) -> PreparedFP8:
+def _prepare_triton(q, k, v, hw_cvt: bool, v_perm=None, v_ones_rows=0, programs=None,
+                    quantise_q=True) -> PreparedFP8:
     """The two or three launches (see the module docstring); programs: (warps, keys) of each
-    column-statistics program (default `stats_programs`)."""
+    column-statistics program (default `stats_programs`); quantise_q False: no Q blocks (see
+    prepare_fp8)."""
     B, Sq, H, D = q.shape
     Skv = k.shape[1]
     sq_pad, skv_pad = _padded(Sq), _padded(Skv)
     nq, nk = sq_pad // QK_SCALE_BLOCK, skv_pad // QK_SCALE_BLOCK
     dev = q.device
     f8 = torch.float8_e4m3fn
-    q8 = torch.empty(B, H, sq_pad, D, dtype=f8, device=dev)
     k8 = torch.empty(B, H, skv_pad, D, dtype=f8, device=dev)
+    q8 = torch.empty(B, H, sq_pad, D, dtype=f8, device=dev) if quantise_q else None
+    n_qb = nq if quantise_q else 0  # the launch's Q blocks
     v8t = torch.empty(B, H, D + v_ones_rows, skv_pad, dtype=f8, device=dev)
     q_scale, k_scale, v_scale, k_mean, v_amax, range_stats = _carve(
         torch.float32, dev, (B, H, nq), (B, H, nk), (B, H, D), (B, H, D), (B, H, D), (RANGE_STATS,))
@@ -734,20 +741,24 @@ def _prepare_triton(q, k, v, hw_cvt: bool, v_perm=None, v_ones_rows=0, programs=
     fold = B * H * nk * n_chunks <= FOLD_READS
     if not fold:
         _column_totals_into(ksum, vmax, n_chunks, k_mean, v_amax, Skv, pdl)
-    warps, maxnreg = quant_launch((nq + 2 * nk) * B * H, _sm_count(dev), D)
-    keep = keep_codes(q8.numel() + k8.numel() + v8t.numel(), dev)
-    _quant_kernel[(nq + 2 * nk, B * H)](
-        q, k, v, k_mean, v_amax, ksum, vmax, _perm_on(dev, v_perm), q8, k8, v8t.view(torch.uint8),
-        q_scale, k_scale, v_scale, range_stats, Sq, Skv, H, nq, nk, n_chunks, *q.stride(), *k.stride(), *v.stride(),
+    warps, maxnreg = quant_launch((n_qb + 2 * nk) * B * H, _sm_count(dev), D)
+    # the L2 decision counts Q's codes wherever they are made, so that it does not change with quantise_q
+    keep = keep_codes(B * H * sq_pad * D + k8.numel() + v8t.numel(), dev)
+    _quant_kernel[(n_qb + 2 * nk, B * H)](
+        q, k, v, k_mean, v_amax, ksum, vmax, _perm_on(dev, v_perm), k8 if q8 is None else q8, k8,
+        v8t.view(torch.uint8), q_scale, k_scale, v_scale, range_stats, Sq, Skv, H, n_qb, nk, n_chunks,
+        *q.stride(), *k.stride(), *v.stride(),
         D=D, BLOCK_D=triton.next_power_of_2(D), BLOCK_S=QK_SCALE_BLOCK, HW_CVT=hw_cvt,
         PERM=v_perm is not None, ONES_ROWS=v_ones_rows, ONE_CODE=E4M3_ONE, FOLD=fold, GROUP=TOTALS_LOADS,
         KEEP=keep, READ_FIRST=keep and READ_INPUTS_FIRST, PDL=pdl, num_warps=warps,
         maxnreg=maxnreg, **_pdl_launch(pdl))
-    return PreparedFP8(q8, k8, v8t, q_scale, k_scale, v_scale, k_mean, Sq, Skv, range_stats, v_perm, v_ones_rows)
+    return PreparedFP8(q8, k8, v8t, q_scale, k_scale, v_scale, k_mean, Sq, Skv, range_stats, v_perm, v_ones_rows,
+                       None if quantise_q else q)
 
 
 def prepare_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, backend: str = "auto",
-                hw_cvt: bool | None = None, v_perm=None, v_ones_rows: int = 0) -> PreparedFP8:
+                hw_cvt: bool | None = None, v_perm=None, v_ones_rows: int = 0,
+                quantise_q: bool = True) -> PreparedFP8:
     """Quantise (B, S, H, D) q, k, v for the fp8 / direct-p kernels; see the module docstring.
 
     v_perm (32 ints) / v_ones_rows (0 or 8): write V^T straight into a kernel's own layout (keys
@@ -756,6 +767,8 @@ def prepare_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, backend: s
     backend: "auto" (Triton where `triton_usable`, else torch), "triton" or "torch".
     hw_cvt: Triton only; None = the hardware FP8 convert on CUDA, the bit-arithmetic encoder under
       the interpreter. False on CUDA checks the bit-arithmetic encoder against the hardware.
+    quantise_q: False (Triton only) leaves Q to a kernel that makes its codes itself (the sm90
+      kernel's quant_q): q8 is None, and q_scale and Q's range statistics are the kernel's to write.
     """
     _check_inputs(q, k, v)
     _check_v_layout(v_perm, v_ones_rows)
@@ -772,4 +785,4 @@ def prepare_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, backend: s
             f"got device {q.device} (triton {'missing' if triton is None else 'present'})")
     if hw_cvt is None:
         hw_cvt = q.is_cuda
-    return _prepare_triton(q, k, v, hw_cvt, v_perm, v_ones_rows)
+    return _prepare_triton(q, k, v, hw_cvt, v_perm, v_ones_rows, quantise_q=quantise_q)

@@ -21,8 +21,8 @@ PKG = Path(__file__).resolve().parent
 # config.py: the defaults baked in; split.py: the split CTAs' work (cta_work), traced into the kernel
 SOURCES = ("kernel.py", "ptx.py", "compile.py", "layout.py", "config.py", "split.py")
 # the wrapper's parameters as host.launch passes them: q, k, vt, o, lse, sq, sk, sv, split workspace,
-# tickets; b, h, s_q, s_kv, split, segments; c; stream
-SIGNATURE = ("void*",) * 10 + ("int32_t",) * 6 + ("float", "stream")
+# tickets, range statistics; b, h, s_q, s_kv, split, segments; c; stream
+SIGNATURE = ("void*",) * 11 + ("int32_t",) * 6 + ("float", "stream")
 # the wan_fp4.modes constants the kernels (kernel.py, split.py) bake into their cubins are part of
 # the key
 PREBUILT = Prebuilt(arch="sm90a", gpu_arch="sm_90a", family="sm90", src_dir=PKG, sources=SOURCES,

@@ -14,17 +14,19 @@ _lock = threading.Lock()
 
 
 def _args(ptrs=None, sizes=None, c=1.0, stream=None):
-    """The kernel's arguments: q8, k8, vt, o, lse, q_scale, k_scale, v_scale, the split
-    workspace and tickets (pointers); b, h, s_q, s_kv, split, segments; c; the stream."""
+    """The kernel's arguments: q8 (or BF16 Q), k8, vt, o, lse, q_scale, k_scale, v_scale, the split
+    workspace and tickets, the range statistics (pointers); b, h, s_q, s_kv, split, segments; c; the
+    stream."""
     import cutlass
     from cutlass import Float32, Int32
     from cutlass.cute.runtime import make_ptr
     from cutlass.cute.typing import AddressSpace
 
     f8, f32, bf16, i32 = cutlass.Float8E4M3FN, cutlass.Float32, cutlass.BFloat16, cutlass.Int32
-    dtypes = (f8, f8, f8, bf16, f32, f32, f32, f32, f32, i32)
+    dtypes = (f8, f8, f8, bf16, f32, f32, f32, f32, f32, i32, i32)
     ptrs = ptrs or (0,) * len(dtypes)
-    # the tickets are single words; every other operand starts on a 16-byte boundary (host.launch)
+    # the tickets and range statistics are words (the statistics raised as unsigned words: see
+    # kernel.publish_q_scale); every other operand starts on a 16-byte boundary (host.launch)
     p = [make_ptr(dt, int(a), AddressSpace.gmem, assumed_align=4 if dt is i32 else 16) for dt, a in zip(dtypes, ptrs)]
     sizes = sizes or (1, 1, 128, 128, 0, 1)
     if stream is None:

@@ -14,7 +14,7 @@ N_WG = TILE_M // WG_M
 # Wan shapes, with the error against exact attention unchanged.
 DEFAULT_CONFIG = {"stages": 2, "fold": 4, "intra": True, "f16_bytes": False, "cluster": 1, "headroom": 0,
                   "pingpong": 0, "sum_tree": False, "split_tail": False, "pdl": True, "tail_rows": False,
-                  "sv_early": False}
+                  "sv_early": False, "quant_q": 0}
 # pdl: the kernel launches as a programmatic dependent of the pre-pass's quantise launch (which lets
 # it start at once), so its launch and barrier set-up run under that launch's last programs. Paired
 # on H100s, the whole call from a CUDA graph at 1,024 tokens is 2.1-2.5% faster for direct-p on two
@@ -33,7 +33,15 @@ DEFAULT_CONFIG = {"stages": 2, "fold": 4, "intra": True, "f16_bytes": False, "cl
 # attention (512 keys), 2-3% at D64 short lengths (the trained model's self attention), within the
 # spread at H40 1,024 tokens D128 and at H12 S32760; fp8 at D64 3.3-4.5% faster at 1,024 tokens, at
 # D128 0.4-2.7% slower (so fp8's D128 keeps the scales' loads in the epilogue).
-MODE_CONFIG = {"direct-p": {"f16_bytes": True, "headroom": DIRECT_P_HEADROOM, "tail_rows": True, "sv_early": True},
+# quant_q: the kernel makes Q's E4M3 codes from BF16 Q (docs/SM90_GEN2.md item 59), so the pre-pass
+# leaves Q out; 2 reads Q before the pdl wait, under the quantise launch (1, after it, was slower
+# everywhere; it serves a config without pdl). The same bits; paired inside the whole call on an H100
+# (BENCHMARKS.md, 2026-12-07 eleventh run), direct-p 0.8-1.8 us faster replayed at H40 1,024 tokens
+# D128, 2.1-4.2 at 2,048 and 6-19 at 4,096; fp8 not faster (0.8-1.5 us slower at H40 1,024 with the
+# inputs just written), so fp8 keeps its Q in the pre-pass. Where the kernel cannot take Q (not BF16
+# and contiguous, or an LSE asked for) host.run runs the same kernel with quant_q 0.
+MODE_CONFIG = {"direct-p": {"f16_bytes": True, "headroom": DIRECT_P_HEADROOM, "tail_rows": True, "sv_early": True,
+                            "quant_q": 2},
                "fp8": {"pingpong": 2}}
 # Per (mode, head dim), over the mode's: fp8 at D128 sums each tile's p as a tree (its 32 additions
 # per row half had been one dependent chain) and shares each K and V^T load between CTA pairs
@@ -85,11 +93,13 @@ def default_config(mode: str, head_dim: int, config: dict | None = None) -> dict
 
 def launch_configs(mode: str, head_dim: int, config: dict | None = None) -> list[dict]:
     """The kernels a launch of this config may run: the config's, and with split_tail or tail_rows
-    the same without it (host.launch runs that one where the plan splits nothing). Prebuilt
+    the same without it (host.launch runs that one where the plan splits nothing); with quant_q,
+    all of these again with quant_q 0 (host.run's, where the kernel cannot take Q). Prebuilt
     together."""
     cfg = default_config(mode, head_dim, config)
     split = cfg["split_tail"] or cfg["tail_rows"]
-    return [cfg] + ([{**cfg, "split_tail": False, "tail_rows": False}] if split else [])
+    kernels = [cfg] + ([{**cfg, "split_tail": False, "tail_rows": False}] if split else [])
+    return kernels + ([{**k, "quant_q": 0} for k in kernels] if cfg["quant_q"] else [])
 
 
 def default_kernels(mode: str, head_dim: int) -> list[dict]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from .aot import PREBUILT, kernel_name
-from .config import N_WG, launch_configs, length_config
+from .config import N_WG, default_config, launch_configs, length_config
 
 
 def run(q, k, v, mode, scale=None, fp4=None, return_lse=False, *, config=None, prebuilt=None):
@@ -14,17 +14,32 @@ def run(q, k, v, mode, scale=None, fp4=None, return_lse=False, *, config=None, p
     from ..prepare import prepare_fp8
     from .layout import v_layout_args
 
-    ops = prepare_fp8(q, k, v, **v_layout_args(mode))
+    d = q.shape[-1]
+    if config is None:
+        config = length_config(mode, d, q.shape[1], k.shape[1])
+    quant = default_config(mode, d, config)["quant_q"]
+    if quant and not quantises_q(q, return_lse):
+        config, quant = {**config, "quant_q": 0}, 0  # the same bits, Q's codes from the pre-pass
+    ops = prepare_fp8(q, k, v, quantise_q=not quant, **v_layout_args(mode))
+    c = default_scale(d) if scale is None else float(scale)
     # The kernel is queued before the check waits for the pre-pass, so the GPU never idles on the
     # host; out-of-range scores only make the kernel's arithmetic wrong (its addressing depends on
-    # shapes alone), and that output is dropped: the call raises instead of returning it.
-    check = ops.start_score_range_check(mode, default_scale(q.shape[-1]) if scale is None else float(scale))
-    out, lse = launch(ops, mode, q.shape[-1], scale, config=config, prebuilt=prebuilt)
-    check.finish()
+    # shapes alone), and that output is dropped: the call raises instead of returning it. With Q's
+    # codes made in the kernel, Q's range statistics are the kernel's, so the check waits for it.
+    check = None if quant else ops.start_score_range_check(mode, c)
+    out, lse = launch(ops, mode, d, scale, config=config, prebuilt=prebuilt, q=q if quant else None)
+    (check or ops.start_score_range_check(mode, c)).finish()
     out = out.to(q.dtype)
     if not return_lse:
         return out, None
-    return out, lse + lse_shift(ops, q.shape[-1], scale)
+    return out, lse + lse_shift(ops, d, scale)
+
+
+def quantises_q(q, return_lse: bool) -> bool:
+    """Whether a config's quant_q can make Q's codes in the kernel for this q: BF16 (B, S, H, D)
+    contiguous, and no LSE asked for (its K-smoothing shift reads Q's codes, which the kernel keeps
+    in shared memory). Elsewhere the pre-pass makes them: the same bits."""
+    return q.dtype == torch.bfloat16 and q.is_contiguous() and q.data_ptr() % 16 == 0 and not return_lse
 
 
 def lse_shift(ops, head_dim, scale=None):
@@ -40,7 +55,7 @@ def lse_shift(ops, head_dim, scale=None):
     return LN2 * torch.matmul(q, ops.k_mean.unsqueeze(-1)).squeeze(-1)
 
 
-def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, vt=None, prebuilt=None):
+def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, vt=None, prebuilt=None, q=None):
     """Run the kernel on prepared operands (prepare.PreparedFP8). Returns (out BF16, lse FP32).
 
     vt: the V^T in this kernel's layout; None = ops.v8t when the pre-pass wrote that layout
@@ -48,7 +63,9 @@ def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, 
     config: options over (mode, D)'s defaults; None = the defaults, with a short launch's options
     where its lengths ask for them (config.length_config).
     prebuilt: None = the AOT kernel (aot.py) of this config when one is usable, else JIT;
-    True = require the AOT kernel; False = always JIT."""
+    True = require the AOT kernel; False = always JIT.
+    q: BF16 Q (B, S, H, D), contiguous, for a config with quant_q (the kernel makes Q's codes, its
+    q_scale and Q's range statistics; ops from prepare_fp8(..., quantise_q=False))."""
     from ...modes import default_scale
     from ...reference import log2_scale
     from .compile import compile_kernel, runtime_args
@@ -59,7 +76,8 @@ def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, 
     if config is None:
         config = length_config(mode, head_dim, ops.seq_q, ops.seq_kv)
     cfg, *plain = launch_configs(mode, head_dim, config)
-    b, h, _, d = ops.q8.shape
+    b, h, _ = ops.q_scale.shape
+    d = ops.k8.shape[-1]
     if vt is None:
         want = v_layout_args(mode)
         if (ops.v_perm, ops.v_ones_rows) == (want["v_perm"], want["v_ones_rows"]):
@@ -67,11 +85,15 @@ def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, 
         else:
             vt = sm90_v_layout(ops.plain_v8t().contiguous(), mode == "direct-p")
     if out is None:
-        out = torch.empty(b, ops.seq_q, h, d, dtype=torch.bfloat16, device=ops.q8.device)
+        out = torch.empty(b, ops.seq_q, h, d, dtype=torch.bfloat16, device=ops.k8.device)
     if lse is None:
-        lse = torch.empty(b, h, ops.seq_q, dtype=torch.float32, device=ops.q8.device)
-    tensors = (ops.q8, ops.k8, vt, out, lse, ops.q_scale, ops.k_scale, ops.v_scale)
-    for name, t in zip(("q8", "k8", "vt", "out", "lse", "q_scale", "k_scale", "v_scale"), tensors):
+        lse = torch.empty(b, h, ops.seq_q, dtype=torch.float32, device=ops.k8.device)
+    if cfg["quant_q"]:
+        if q is None or q.dtype != torch.bfloat16 or q.shape != (b, ops.seq_q, h, d):
+            raise ValueError(f"quant_q needs q, BF16 ({b}, {ops.seq_q}, {h}, {d}); got "
+                             f"{None if q is None else (q.dtype, tuple(q.shape))}")
+    tensors = (q if cfg["quant_q"] else ops.q8, ops.k8, vt, out, lse, ops.q_scale, ops.k_scale, ops.v_scale)
+    for name, t in zip(("q" if cfg["quant_q"] else "q8", "k8", "vt", "out", "lse", "q_scale", "k_scale", "v_scale"), tensors):
         if not t.is_contiguous():
             raise ValueError(f"sm90 kernel operand {name} must be contiguous")
         # the kernel is compiled for 16-byte aligned operands (compile.py), and stores O in 4-byte words
@@ -79,7 +101,7 @@ def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, 
             raise ValueError(f"sm90 kernel operand {name} must start on a 16-byte boundary, got address "
                              f"{t.data_ptr():#x} (a view at an offset into a larger tensor?)")
     c = log2_scale(default_scale(head_dim) if scale is None else float(scale))
-    raw_stream = torch.cuda.current_stream(ops.q8.device).cuda_stream
+    raw_stream = torch.cuda.current_stream(ops.k8.device).cuda_stream
     split, segments, part, tickets = 0, 1, lse, lse  # the plan's split; part and tickets split_tail's alone
     if cfg["split_tail"] or cfg["tail_rows"]:
         p = plan(b, h, ops.seq_q, ops.seq_kv, cfg["cluster"], rows=cfg["tail_rows"])
@@ -88,13 +110,14 @@ def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, 
             if cfg["split_tail"]:
                 # zero for this call alone: a buffer kept between calls would be shared by graphs
                 # captured on one stream and replayed concurrently on others (one memset per call)
-                tickets = torch.zeros(split * N_WG, dtype=torch.int32, device=ops.q8.device)
+                tickets = torch.zeros(split * N_WG, dtype=torch.int32, device=ops.k8.device)
                 part = torch.empty(split_workspace(p, head_dim, mode), dtype=torch.float32,
-                                   device=ops.q8.device)
+                                   device=ops.k8.device)
         else:
             # nothing to split: the kernel without the option (the same bits, and no decode)
             cfg = plain[0]
-    tensors += (part, tickets)
+    # with quant_q the kernel raises Q's largest scale and non-finite flag into the range statistics
+    tensors += (part, tickets, ops.range_stats)
     sizes = (b, h, ops.seq_q, ops.seq_kv, split, segments)
 
     def jit():
@@ -104,7 +127,7 @@ def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, 
         kern(*runtime_args(tensors, sizes, c, cuda.CUstream(raw_stream)))
 
     PREBUILT.run_or_jit(kernel_name(mode, head_dim, cfg), (*(t.data_ptr() for t in tensors), *sizes, c, raw_stream),
-                        ops.q8.device, jit, prebuilt, f" for mode={mode!r} D={head_dim} config={cfg}")
+                        ops.k8.device, jit, prebuilt, f" for mode={mode!r} D={head_dim} config={cfg}")
     return out, lse
 
 

@@ -45,9 +45,10 @@ from cutlass.cute.nvgpu import cpasync, warpgroup
 
 from ...modes import DIRECT_P_ONE, DIRECT_P_SLOPE, DIRECT_P_TOP, LN2, LOG2_P_SCALE, TILE_M, TILE_N
 from .config import N_WG, WG_M
-from .ptx import (add_f16x2, cta_index_x_again, cvt_bf16x2, cvt_f16x2_relu, ex2_approx, f16x2_max_f32,
-                  f16x2_splat, fma_f32, fma_sat_f32, lg2_approx, low_bytes_of_halves, max_f16x2, mul_f32,
-                  pack_e4m3x4, pack_f16_low_bytes, pack_low_bytes)
+from .ptx import (add_f16x2, bf16x2_max_f32, bf16x4_e4m3x4, bits_f32, cta_index_x_again, cvt_bf16x2,
+                  cvt_f16x2_relu, ex2_approx, f16x2_max_f32, f16x2_splat, f32_bits, fma_f32, fma_sat_f32,
+                  fmax_nan, lg2_approx, low_bytes_of_halves, max_f16x2, max_nan_bf16x2, mul_f32, pack_e4m3x4,
+                  pack_f16_low_bytes, pack_low_bytes)
 from .split import cta_work, segment_keys, tile_segments
 
 F8 = cutlass.Float8E4M3FN
@@ -61,6 +62,11 @@ PRODUCER_REGS = 24  # setmaxnreg of the producer warp group (it only issues TMA)
 # epilogue). The IDs are those the prebuilt objects were built with.
 TURN_BARRIER = 4
 O_BARRIER = 7
+Q_BARRIER = 9  # quant_q: the consumer warp groups' Q amax exchange and their Q codes written
+# quant_q: the Q tile's shared-memory swizzle, per head dim: the byte offset's bits 4.. (the 16-byte
+# chunk within a row's swizzle atom) XORed with its bits 7.. (sm90_utils.make_smem_layout_a's
+# S<3,4,3> for 128-byte rows, S<2,4,3> for 64-byte rows; tests/test_sm90_compile.py checks it)
+Q_SWIZZLE_MASK = {128: 0x70, 64: 0x30}
 # The epilogue stages a warp group's 64 x D BF16 output rows in shared memory, 16 bytes of padding
 # after each row: a warp's 32-bit stores of its accumulator layout (8 rows x 4 words) and its
 # 16-byte loads of whole rows then each meet 32 different banks.
@@ -112,7 +118,7 @@ class Sm90Attention:
     def __init__(self, mode: str, head_dim: int, stages: int = 2, pingpong: int = 0, fold: int = 1,
                  intra: bool = False, f16_bytes: bool = False, cluster: int = 1, headroom: int = 0,
                  sum_tree: bool = False, split_tail: bool = False, pdl: bool = False, tail_rows: bool = False,
-                 sv_early: bool = False):
+                 sv_early: bool = False, quant_q: int = 0):
         if mode not in ("direct-p", "fp8"):
             raise ValueError(f"mode must be 'direct-p' or 'fp8', got {mode!r}")
         if head_dim not in (64, 128):
@@ -180,6 +186,17 @@ class Sm90Attention:
         self.pdl = bool(pdl)
         # sv_early: the epilogue's V scales loaded while the last PV runs, not after it
         self.sv_early = bool(sv_early)
+        # quant_q: Q's codes made in the kernel from BF16 Q (B, S, H, D, contiguous; p_q), each CTA
+        # its own 128-row block (the pre-pass then skips Q): its scale written to q_scale and, with
+        # whether it held a NaN or inf, raised into the range statistics (p_stats), which the
+        # score-range check reads after the kernel. 1: Q read after the pdl wait; 2: before it,
+        # while the launch before drains (Q must not be written by that launch: host.run puts
+        # the pre-pass there).
+        if quant_q not in (0, 1, 2):
+            raise ValueError(f"quant_q must be 0, 1 or 2, got {quant_q!r}")
+        if quant_q == 2 and not pdl:
+            raise ValueError("quant_q 2 (Q read before the pdl wait) needs pdl")
+        self.quant_q = int(quant_q)
         self.o_row_words = head_dim // 2 + O_ROW_PAD_WORDS  # a staged output row: BF16 pairs, then padding
         self.threads = 128 * (N_WG + 1)
 
@@ -189,7 +206,7 @@ class Sm90Attention:
         self,
         p_q: cute.Pointer, p_k: cute.Pointer, p_vt: cute.Pointer, p_o: cute.Pointer,
         p_lse: cute.Pointer, p_sq: cute.Pointer, p_sk: cute.Pointer, p_sv: cute.Pointer,
-        p_part: cute.Pointer, p_ticket: cute.Pointer,
+        p_part: cute.Pointer, p_ticket: cute.Pointer, p_stats: cute.Pointer,
         b: Int32, h: Int32, s_q: Int32, s_kv: Int32, split: Int32, segments: Int32, c: Float32,
         stream: cuda.CUstream,
     ):
@@ -199,7 +216,8 @@ class Sm90Attention:
         split_tail: the plan's split and segments (split.py), the split CTAs' partial states
         (FP32, host.split_workspace floats) and one ticket per split tile and consumer warp group
         (Int32, zero before the launch); tail_rows: the plan's split (segments 2); otherwise
-        unused."""
+        unused. quant_q: p_q is BF16 Q (B,S,H,D) and p_stats the range statistics
+        (prepare.PreparedFP8.range_stats, five FP32); otherwise p_stats is unused."""
         d, dv = self.d, self.dv
         n_qb = (s_q + 127) // 128
         n_kb = (s_kv + 127) // 128
@@ -239,9 +257,15 @@ class Sm90Attention:
         # tiles, not a slice per CTA: direct-p's V^T has D + 8 rows, whose halves (68 or 36 rows)
         # would start mid swizzle atom.
         g2s_kv = g2s if const_expr(self.cluster == 1) else cpasync.CopyBulkTensorTileG2SMulticastOp()
-        tma_q, tQ = cpasync.make_tiled_tma_atom(g2s, mQ, cute.slice_(sQ_layout, (None, None, 0)), (WG_M, d))
         tma_k, tK = cpasync.make_tiled_tma_atom(g2s_kv, mK, cute.slice_(sK_layout, (None, None, 0)), (TILE_N, d))
         tma_v, tV = cpasync.make_tiled_tma_atom(g2s_kv, mVt, cute.slice_(sV_layout, (None, None, 0)), (dv, TILE_N))
+        if const_expr(self.quant_q):
+            # BF16 Q (B, S, H, D) as BF16 pairs, laid out as O; no Q load by TMA (K's atom stands in)
+            mQx = cute.make_tensor(cute.recast_ptr(p_q, dtype=Int32), mO.layout)
+            tma_q, tQ = tma_k, tK
+        else:
+            mQx = mO  # unused
+            tma_q, tQ = cpasync.make_tiled_tma_atom(g2s, mQ, cute.slice_(sQ_layout, (None, None, 0)), (WG_M, d))
         self.bytes_q = WG_M * d * N_WG
         self.bytes_k = TILE_N * d
         self.bytes_v = dv * TILE_N
@@ -258,8 +282,8 @@ class Sm90Attention:
             # then `segments` CTAs per split tile (see kernel)
             grid = (n_full + split * segments, 1, 1)
         launch = self.kernel(
-            mma_qk, mma_pv, tma_q, tQ, tma_k, tK, tma_v, tV, mO, mL, mSq, mSk, mSv,
-            sQ_layout, sK_layout, sV_layout, s_q, s_kv, c, p_part, p_ticket, n_full, segments,
+            mma_qk, mma_pv, tma_q, tQ, tma_k, tK, tma_v, tV, mO, mL, mSq, mSk, mSv, mQx,
+            sQ_layout, sK_layout, sV_layout, s_q, s_kv, c, p_part, p_ticket, p_stats, n_full, segments,
             # split_tail and tail_rows decode every CTA's index: by multiply-shift divisors made once
             # per launch
             cute.fast_divmod_create_divisor_v2(tiles_m), cute.fast_divmod_create_divisor_v2(h),
@@ -283,6 +307,8 @@ class Sm90Attention:
         }
         if self.split_tail:
             fields["ticket"] = cute.struct.MemRange[Int32, N_WG]  # a warp group's ticket, shared
+        if self.quant_q:
+            fields["q_amax"] = cute.struct.MemRange[Float32, 4 * N_WG]  # each consumer warp's max |q|
         return cute.struct(type("Storage", (), {"__annotations__": fields}))
 
     # ------------------------------------------------------------------ device side
@@ -291,9 +317,9 @@ class Sm90Attention:
         self, mma_qk: cute.TiledMma, mma_pv: cute.TiledMma,
         tma_q: cute.CopyAtom, tQ: cute.Tensor, tma_k: cute.CopyAtom, tK: cute.Tensor,
         tma_v: cute.CopyAtom, tV: cute.Tensor,
-        mO: cute.Tensor, mL: cute.Tensor, mSq: cute.Tensor, mSk: cute.Tensor, mSv: cute.Tensor,
+        mO: cute.Tensor, mL: cute.Tensor, mSq: cute.Tensor, mSk: cute.Tensor, mSv: cute.Tensor, mQx: cute.Tensor,
         sQ_layout: cute.ComposedLayout, sK_layout: cute.ComposedLayout, sV_layout: cute.ComposedLayout,
-        s_q: Int32, s_kv: Int32, c: Float32, p_part: cute.Pointer, p_ticket: cute.Pointer,
+        s_q: Int32, s_kv: Int32, c: Float32, p_part: cute.Pointer, p_ticket: cute.Pointer, p_stats: cute.Pointer,
         n_full: Int32, segments: Int32, div_m: cute.FastDivmodDivisorV2, div_h: cute.FastDivmodDivisorV2,
     ):
         tidx, _, _ = cute.arch.thread_idx()
@@ -355,13 +381,15 @@ class Sm90Attention:
             # the peer's multicast loads and releases reach this CTA's barriers: all initialised
             cute.arch.cluster_arrive_relaxed()
             cute.arch.cluster_wait()
-        if const_expr(self.pdl):
+        if const_expr(self.pdl and self.quant_q != 2):
             # the barriers are set up; nothing before this reads or writes global memory
             cute.arch.griddepcontrol_wait()
 
         if wg == 0:
             # ---------------- producer: one warp issues all TMA loads
             cute.arch.setmaxregister_decrease(PRODUCER_REGS)
+            if const_expr(self.quant_q == 2):
+                cute.arch.griddepcontrol_wait()
             if warp == 0:
                 cpasync.prefetch_descriptor(tma_q)
                 cpasync.prefetch_descriptor(tma_k)
@@ -375,9 +403,10 @@ class Sm90Attention:
                     tma_k, 0, cute.make_layout(1), cute.group_modes(sK, 0, 2), cute.group_modes(gK, 0, 2))
                 tVs, tVg = cpasync.tma_partition(
                     tma_v, 0, cute.make_layout(1), cute.group_modes(sV, 0, 2), cute.group_modes(gV, 0, 2))
-                hq = prod_q.acquire_and_advance()
-                for w in cutlass.range_constexpr(N_WG):
-                    cute.copy(tma_q, tQg[None, m_blk * N_WG + w], tQs[None, w], tma_bar_ptr=hq.barrier)
+                if const_expr(not self.quant_q):
+                    hq = prod_q.acquire_and_advance()
+                    for w in cutlass.range_constexpr(N_WG):
+                        cute.copy(tma_q, tQg[None, m_blk * N_WG + w], tQs[None, w], tma_bar_ptr=hq.barrier)
                 if const_expr(self.cluster == 1):
                     for n in cutlass.range(count, unroll=1):
                         hk = prod_k.acquire_and_advance()
@@ -402,6 +431,18 @@ class Sm90Attention:
         else:
             cute.arch.setmaxregister_increase(CONSUMER_REGS)
             sTk = st.ticket.get_tensor(cute.make_layout((N_WG,))) if const_expr(self.split_tail) else None
+            q_scale = None
+            if const_expr(self.quant_q):
+                # both warp groups (a tail_rows CTA's idle one too: the scale is the whole block's)
+                sQw = cute.make_tensor(cute.recast_ptr(st.sQ.data_ptr(), dtype=Int32),
+                                       cute.make_layout((cute.cosize(sQ_layout) // 16, 4), stride=(4, 1)))
+                sAm = st.q_amax.get_tensor(cute.make_layout((4 * N_WG,)))
+                q_scale, q_bad = self.quantise_q(mQx, sQw, sAm, s_q, m_blk, hh, bb, tidx - 128)
+                if const_expr(self.quant_q == 2):
+                    cute.arch.griddepcontrol_wait()
+                # one thread per CTA of a real query tile (a cluster's CTA past the last one has none)
+                if tidx == 128 and m_blk * TILE_M < s_q:
+                    self.publish_q_scale(q_scale, q_bad, mSq, p_stats, m_blk, hh, bb)
             if idle:
                 # tail_rows: the other group's CTA has these rows; release each stage as it lands
                 for n in cutlass.range(count, unroll=1):
@@ -411,7 +452,7 @@ class Sm90Attention:
                 self.consume(
                     mma_qk, mma_pv, sQ, sK, sV, cons_q, cons_k, cons_v, mO, mL, mSq, mSk, mSv,
                     s_q, s_kv, c, n_tiles, m_blk, hh, bb, wg - 1, tidx % 128, sO,
-                    t0, count, (p_part, p_ticket, sTk, plan),
+                    t0, count, (p_part, p_ticket, sTk, plan), q_scale,
                 )
         if const_expr(self.cluster > 1):
             # no CTA leaves while its peer may still release a stage to its barriers
@@ -421,7 +462,7 @@ class Sm90Attention:
     @cute.jit
     def consume(
         self, mma_qk, mma_pv, sQ, sK, sV, cons_q, cons_k, cons_v, mO, mL, mSq, mSk, mSv,
-        s_q, s_kv, c, n_tiles, m_blk, hh, bb, wgc, t128, sO, t0, count, tail_split,
+        s_q, s_kv, c, n_tiles, m_blk, hh, bb, wgc, t128, sO, t0, count, tail_split, q_scale,
     ):
         """A consumer warp group's work: its 64 query rows over key tiles [t0, t0 + count) of
         n_tiles, then their output (with split_tail, a split tile's segment first merges, see
@@ -451,7 +492,10 @@ class Sm90Attention:
             # in-range scale serves its rows, never stored
             if q_blk > (s_q - 1) // 128:
                 q_blk = (s_q - 1) // 128
-        sqc = mSq[q_blk, (hh, bb)] * c  # exact: sq is a power of two
+        if const_expr(self.quant_q):
+            sqc = q_scale * c  # made by quantise_q (exact: a power of two)
+        else:
+            sqc = mSq[q_blk, (hh, bb)] * c  # exact: sq is a power of two
         m_run = cute.make_rmem_tensor((2,), Float32)
         l_run = cute.make_rmem_tensor((2,), Float32)  # fp8 only (direct-p: acc column D)
         m_run.fill(-Float32.inf)
@@ -466,7 +510,8 @@ class Sm90Attention:
         # the first tile's K scale, loaded before the waits (as step loads the next tile's), so
         # that its round trip runs under the first loads and QK(0), not after them
         sk0 = mSk[0, (hh, bb)]
-        hq = cons_q.wait_and_advance()
+        if const_expr(not self.quant_q):
+            cons_q.wait_and_advance()  # Q's codes landed
         sv = cute.make_rmem_tensor((self.d // 4,), Float32) if const_expr(self.sv_early) else None
         regs = Regs(acc_s, acc_t, acc_o, r_p, r_p32, tSrQ, tSrK, tOrV, m_run, l_run, alpha_r, alpha_p, sv, mSv)
         # QK(0) and softmax(0), then steps in groups of G = max(fold, 2) so that the
@@ -505,6 +550,84 @@ class Sm90Attention:
                 self.store_output(regs, mO, mL, mSv, sO, s_q, hh, bb, wgc, t128, row_wg, r_loc)
         else:
             self.store_output(regs, mO, mL, mSv, sO, s_q, hh, bb, wgc, t128, row_wg, r_loc)
+
+    @cute.jit
+    def quantise_q(self, mQx, sQw, sAm, s_q, m_blk, hh, bb, t256):
+        """quant_q: this CTA's 128-row Q block as the pre-pass makes it (prepare._quant_rows_block:
+        amax kept NaN, power-of-two scale, E4M3 rne codes), written into sQ's swizzled layout for
+        the QK wgmma; rows past s_q are zero codes. Each consumer thread takes whole 16-byte chunks
+        of codes (16 BF16 inputs, two 16-byte loads); a warp's loads cover whole rows. Returns
+        (scale, 1.0 if the block held a NaN or inf else 0.0), the same in every consumer thread."""
+        d = self.d
+        chunks = d // 16  # 16-byte code chunks per row
+        rows_per_pass = 128 // chunks
+        wgq = t256 // 128  # the warp group whose 64 rows this thread loads
+        t = t256 % 128
+        j = t % chunks
+        gQ = mQx[None, None, (hh, bb)]  # (S_q, D / 2): BF16 pairs
+        vecs = []
+        for k in cutlass.range_constexpr(WG_M // rows_per_pass):
+            row = m_blk * TILE_M + wgq * WG_M + t // chunks + k * rows_per_pass
+            for half in cutlass.range_constexpr(2):
+                vec = cute.make_rmem_tensor((4,), Int32)
+                vec.fill(0)
+                if row < s_q:
+                    cute.autovec_copy(cute.flat_divide(gQ[row, None], (4,))[(None, 2 * j + half)], vec)
+                vecs.append(vec)
+        # max |q| of the thread's values, then the warp's, then the block's through shared memory
+        absw = [vec[i] & Int32(0x7FFF7FFF) for vec in vecs for i in range(4)]
+        amax = bf16x2_max_f32(_tree(absw, max_nan_bf16x2))
+        for off in (16, 8, 4, 2, 1):
+            amax = fmax_nan(amax, cute.arch.shuffle_sync_bfly(amax, offset=off))
+        if t256 % 32 == 0:
+            sAm[t256 // 32] = amax
+        cute.arch.barrier(barrier_id=Q_BARRIER, number_of_threads=128 * N_WG)
+        amax = _tree([sAm[i] for i in range(4 * N_WG)], fmax_nan)
+        # the smallest power of two s with amax * fl(1/448) <= s (reference.pow2_scale), from the
+        # FP32 bits as prepare._pow2_scale_tl
+        bits = f32_bits(mul_f32(amax, Float32(1.0 / 448.0)))
+        e = (bits >> 23) & Int32(0xFF)
+        tt = e - 126
+        if (bits & Int32(0x7FFFFF)) == 0:
+            tt = e - 127
+        if amax == Float32(0.0):
+            tt = Int32(0)
+        scale_bits = Int32(1 << 22)  # 2^-127 (subnormal): amax * fl(1/448) underflowed
+        if tt > -127:
+            scale_bits = (tt + 127) << 23
+        scale = bits_f32(scale_bits)
+        inv = bits_f32((127 - tt) << 23)
+        bad = Float32(1.0)
+        if amax < Float32.inf:
+            bad = Float32(0.0)
+        # the codes, each 16-byte chunk to its swizzled place: the tile's byte offset's 16-byte
+        # chunk bits XORed with its row bits (Q_SWIZZLE_MASK)
+        for k in cutlass.range_constexpr(WG_M // rows_per_pass):
+            r = t // chunks + k * rows_per_pass
+            off = wgq * (WG_M * d) + r * d + 16 * j
+            off = off ^ ((off >> 3) & Int32(Q_SWIZZLE_MASK[d]))
+            lo, hi = vecs[2 * k], vecs[2 * k + 1]
+            codes = cute.make_rmem_tensor((4,), Int32)
+            codes[0] = bf16x4_e4m3x4(lo[0], lo[1], inv)
+            codes[1] = bf16x4_e4m3x4(lo[2], lo[3], inv)
+            codes[2] = bf16x4_e4m3x4(hi[0], hi[1], inv)
+            codes[3] = bf16x4_e4m3x4(hi[2], hi[3], inv)
+            cute.autovec_copy(codes, sQw[off // 16, None])
+        # the generic-proxy stores, seen by the wgmma's async proxy once every thread passed
+        cute.arch.fence_view_async_shared()
+        cute.arch.barrier(barrier_id=Q_BARRIER, number_of_threads=128 * N_WG)
+        return scale, bad
+
+    @cute.jit
+    def publish_q_scale(self, scale, bad, mSq, p_stats, m_blk, hh, bb):
+        """quant_q, one thread per CTA (after the pdl wait: the statistics launch zeroes the range
+        statistics): the block's scale into q_scale, and into the range statistics as the pre-pass
+        would raise it (the largest Q scale; Q's non-finite flag). Non-negative floats order as
+        their bits, so an unsigned max is the float max."""
+        mSq[m_blk, (hh, bb)] = scale
+        cute.arch.red(p_stats, f32_bits(scale), op="umax", dtype="u32", sem="relaxed", scope="gpu")
+        if bad > Float32(0.0):
+            cute.arch.red(p_stats + 2, Int32(0x3F800000), op="umax", dtype="u32", sem="relaxed", scope="gpu")
 
     @cute.jit
     def merge_segments(self, regs, wgc, t128, p_part, p_ticket, sTk, split, seg, ks):

@@ -160,6 +160,68 @@ def add_f16x2(a, b, *, relu=False, loc=None, ip=None) -> Int32:
 
 
 @dsl_user_op
+def f32_bits(a, *, loc=None, ip=None) -> Int32:
+    """The bits of an FP32 value as an Int32 (mov.b32: no conversion)."""
+    vals = [Float32(a).ir_value(loc=loc, ip=ip)]
+    return Int32(_asm(T.i32(), vals, "mov.b32 $0, $1;", "=r,f"))
+
+
+@dsl_user_op
+def bits_f32(a, *, loc=None, ip=None) -> Float32:
+    """An Int32's bits read as an FP32 value (mov.b32: no conversion)."""
+    vals = [Int32(a).ir_value(loc=loc, ip=ip)]
+    return Float32(_asm(T.f32(), vals, "mov.b32 $0, $1;", "=f,r"))
+
+
+@dsl_user_op
+def max_nan_bf16x2(a, b, *, loc=None, ip=None) -> Int32:
+    """max.NaN.bf16x2 per half: a maximum over BF16 pairs that keeps a NaN (1 HMNMX2)."""
+    vals = [Int32(x).ir_value(loc=loc, ip=ip) for x in (a, b)]
+    return Int32(_asm(T.i32(), vals, "max.NaN.bf16x2 $0, $1, $2;", "=r,r,r"))
+
+
+@dsl_user_op
+def bf16x2_max_f32(w, *, loc=None, ip=None) -> Float32:
+    """The larger of a BF16 pair's halves as an FP32 value (exact; a NaN kept)."""
+    vals = [Int32(w).ir_value(loc=loc, ip=ip)]
+    text = ("{ .reg .f32 lo, hi;\n"
+            "shl.b32 lo, $1, 16;\n"
+            "and.b32 hi, $1, 0xFFFF0000;\n"
+            "max.NaN.f32 $0, lo, hi; }")
+    return Float32(_asm(T.f32(), vals, text, "=f,r"))
+
+
+@dsl_user_op
+def fmax_nan(a, b, *, loc=None, ip=None) -> Float32:
+    """max.NaN.f32: the larger of two floats, NaN if either is (the hardware max drops a NaN)."""
+    vals = [Float32(x).ir_value(loc=loc, ip=ip) for x in (a, b)]
+    return Float32(_asm(T.f32(), vals, "max.NaN.f32 $0, $1, $2;", "=f,f,f"))
+
+
+@dsl_user_op
+def bf16x4_e4m3x4(w0, w1, inv, *, loc=None, ip=None) -> Int32:
+    """E4M3_rne_satfinite(x * inv) of the four BF16 values in w0 (low half first) and w1, packed
+    low-to-high: each widened to FP32 exactly, multiplied by inv in FP32 (a power of two: exact),
+    converted in pairs (4 LOP/SHF + 4 FMUL + 2 F2FP + 1 PRMT)."""
+    vals = [Int32(w0).ir_value(loc=loc, ip=ip), Int32(w1).ir_value(loc=loc, ip=ip),
+            Float32(inv).ir_value(loc=loc, ip=ip)]
+    text = ("{ .reg .f32 a, b, c, d;\n"
+            ".reg .b16 lo, hi;\n"
+            "shl.b32 a, $1, 16;\n"
+            "and.b32 b, $1, 0xFFFF0000;\n"
+            "shl.b32 c, $2, 16;\n"
+            "and.b32 d, $2, 0xFFFF0000;\n"
+            "mul.rn.f32 a, a, $3;\n"
+            "mul.rn.f32 b, b, $3;\n"
+            "mul.rn.f32 c, c, $3;\n"
+            "mul.rn.f32 d, d, $3;\n"
+            "cvt.rn.satfinite.e4m3x2.f32 lo, b, a;\n"
+            "cvt.rn.satfinite.e4m3x2.f32 hi, d, c;\n"
+            "mov.b32 $0, {lo, hi}; }")
+    return Int32(_asm(T.i32(), vals, text, "=r,r,r,f"))
+
+
+@dsl_user_op
 def cta_index_x_again(*, loc=None, ip=None) -> Int32:
     """%ctaid.x read by a volatile mov: values derived from it are computed afresh here instead of
     being kept live from an earlier read (which would hold registers through the main loop)."""

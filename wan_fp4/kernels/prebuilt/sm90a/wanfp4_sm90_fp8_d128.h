@@ -61,14 +61,14 @@ static inline void wanfp4_sm90_fp8_d128_Kernel_Module_Unload(wanfp4_sm90_fp8_d12
 #ifdef __cplusplus
 extern "C"
 #endif
-void _mlir_wanfp4_sm90_fp8_d128__mlir_ciface_cutlass___call___wan_fp4kernelssm90kernelSm90Attention_object_at__Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem________FakeStream(void **args, int32_t num_args);
+void _mlir_wanfp4_sm90_fp8_d128__mlir_ciface_cutlass___call___wan_fp4kernelssm90kernelSm90Attention_object_at__Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem________FakeStream(void **args, int32_t num_args);
 
-static inline int32_t cute_dsl_wanfp4_sm90_fp8_d128_wrapper(wanfp4_sm90_fp8_d128_Kernel_Module_t *module, void *p_q, void *p_k, void *p_vt, void *p_o, void *p_lse, void *p_sq, void *p_sk, void *p_sv, void *p_part, void *p_ticket, int32_t b, int32_t h, int32_t s_q, int32_t s_kv, int32_t split, int32_t segments, float c, cudaStream_t stream) {
+static inline int32_t cute_dsl_wanfp4_sm90_fp8_d128_wrapper(wanfp4_sm90_fp8_d128_Kernel_Module_t *module, void *p_q, void *p_k, void *p_vt, void *p_o, void *p_lse, void *p_sq, void *p_sk, void *p_sv, void *p_part, void *p_ticket, void *p_stats, int32_t b, int32_t h, int32_t s_q, int32_t s_kv, int32_t split, int32_t segments, float c, cudaStream_t stream) {
     int32_t ret = 0;
-    void *args[19] = {
-        &p_q, &p_k, &p_vt, &p_o, &p_lse, &p_sq, &p_sk, &p_sv, &p_part, &p_ticket, &b, &h, &s_q, &s_kv, &split, &segments, &c, &stream,
+    void *args[20] = {
+        &p_q, &p_k, &p_vt, &p_o, &p_lse, &p_sq, &p_sk, &p_sv, &p_part, &p_ticket, &p_stats, &b, &h, &s_q, &s_kv, &split, &segments, &c, &stream,
         &ret
     };
-    _mlir_wanfp4_sm90_fp8_d128__mlir_ciface_cutlass___call___wan_fp4kernelssm90kernelSm90Attention_object_at__Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem________FakeStream(args, 19);
+    _mlir_wanfp4_sm90_fp8_d128__mlir_ciface_cutlass___call___wan_fp4kernelssm90kernelSm90Attention_object_at__Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem_Ptrgmem________FakeStream(args, 20);
     return ret;
 }
