@@ -22,6 +22,9 @@
 #                bytes (torch's reductions, a Triton read) after an L2 flush (read_speed.py)
 #   prepass_ncu  the replayed 1,024-token call's statistics and quantise launches under ncu --set full
 #                (the report, its details page and its SASS source counters)
+#   quant_q_wan  the package's direct-p (quant_q 2, item 60) against its quant_q 0 kernels at the Wan
+#                shapes and the short ones beside cuDNN BF16 (quant_q_wan.py), after the check on the
+#                package's prebuilt kernels; the package's carry
 #   quant_q      Q's codes made in the kernel (docs/SM90_GEN2.md item 59; quant_q.py), not in the package
 #                yet: on the CPU, `git apply docs/results/next-h200/quant_q.diff` (or check out branch
 #                quant-q), then `python3 scripts/build_prebuilt.py --only sm90 --out .device/qq
@@ -158,6 +161,15 @@ quant_q)
     grep -E "^(FAIL|ERROR)" $OUT/check_package.txt | head -20
   fi
   ;;
+quant_q_wan)
+  # direct-p's default quant_q 2 against its quant_q 0 kernels (quant_q_wan.py), after the check on
+  # the package's prebuilt kernels (its direct-p cases run quant_q 2; those with an LSE quant_q 0)
+  timeout 150 python3 -m wan_fp4.cli check --kernels sm90-cute > $OUT/check_package.txt 2>&1
+  echo "check rc=$?"; tail -1 $OUT/check_package.txt
+  grep -E "^(FAIL|ERROR)" $OUT/check_package.txt | head -20
+  timeout 360 python3 docs/results/next-h200/quant_q_wan.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
+    | tee $OUT/quant_q_wan.txt
+  ;;
 in_model)
   # the 1,024-token call with Q, K and V just written by a launch before it (as in a model) and
   # replayed on the same inputs (the target's reading), beside cuDNN BF16 in both conditions
@@ -165,7 +177,7 @@ in_model)
     | tee $OUT/in_model.txt
   ;;
 *)
-  echo "usage: job.sh dsl_part N|peers_a|peers_b|check_jit|short_rule|graph_spans|in_model|l2_traffic|prepass_ncu|q_bound|read_speed|quant_q"; exit 2
+  echo "usage: job.sh dsl_part N|peers_a|peers_b|check_jit|short_rule|graph_spans|in_model|l2_traffic|prepass_ncu|q_bound|read_speed|quant_q|quant_q_wan"; exit 2
   ;;
 esac
 date -u +%H:%M:%S
