@@ -25,17 +25,6 @@
 #   quant_q_wan  the package's direct-p (quant_q 2, item 60) against its quant_q 0 kernels at the Wan
 #                shapes and the short ones beside cuDNN BF16 (quant_q_wan.py), after the check on the
 #                package's prebuilt kernels; the package's carry
-#   quant_q      Q's codes made in the kernel (docs/SM90_GEN2.md item 59; quant_q.py), not in the package
-#                yet: on the CPU, `git apply docs/results/next-h200/quant_q.diff` (or check out branch
-#                quant-q), then `python3 scripts/build_prebuilt.py --only sm90 --out .device/qq
-#                --sm90-config '{"fold": 1, "quant_q": 1}' --sm90-config '{"fold": 1, "quant_q": 2}'
-#                --sm90-config '{"quant_q": 2}' --sm90-head-dims 64 128`, `rm .device/qq/*.o .device/qq/*.h`,
-#                and move wan_fp4/pipelines/weights/tiny out of the tree for the call (the 64 MiB);
-#                carry [".device/py.tar.zst", ".device/install.sh", ".device/zstd", ".device/qq"];
-#                `quant_q check` runs the check after the timing. Build the diff's package objects
-#                only into .device/qq: built in place they replace the package's ignored shims, and
-#                back on main those need `scripts/build_prebuilt.py --only sm90` again (11 pointers
-#                against main's 10: the loader refuses them)
 #
 # The one run with every peer (issue 16's table: FA4 BF16, cuDNN BF16 and FP8, SageAttention 2,
 # the cuBLAS FP8 GEMM), on one machine, back to back (it keeps /tmp for 30 s after a call):
@@ -149,18 +138,6 @@ l2_traffic)
       | awk -F'","' '{n=$(NF-10); sub(/\(.*/, "", n); v=$NF; gsub(/"/, "", v); printf "  %-28.28s %-32s %s %s\n", n, $(NF-2), $(NF-1), v}'
   done; done
   ;;
-quant_q)
-  # Q's codes made in the kernel (quant_q.py: its bitwise check, then the timing of quant_q 1 and 2);
-  # `quant_q check` then runs the check with the kernels it was built beside (shims linked with -s)
-  export PREBUILT_DIR=.device/qq
-  ROUNDS=3 timeout 400 python3 docs/results/next-h200/quant_q.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
-    | tee $OUT/quant_q.txt
-  if [ "$2" = check ]; then
-    timeout 150 python3 -m wan_fp4.cli check --kernels sm90-cute --prebuilt-dir .device/qq > $OUT/check_package.txt 2>&1
-    echo "check rc=$?"; tail -1 $OUT/check_package.txt
-    grep -E "^(FAIL|ERROR)" $OUT/check_package.txt | head -20
-  fi
-  ;;
 quant_q_wan)
   # direct-p's default quant_q 2 against its quant_q 0 kernels (quant_q_wan.py), after the check on
   # the package's prebuilt kernels (its direct-p cases run quant_q 2; those with an LSE quant_q 0)
@@ -177,7 +154,7 @@ in_model)
     | tee $OUT/in_model.txt
   ;;
 *)
-  echo "usage: job.sh dsl_part N|peers_a|peers_b|check_jit|short_rule|graph_spans|in_model|l2_traffic|prepass_ncu|q_bound|read_speed|quant_q|quant_q_wan"; exit 2
+  echo "usage: job.sh dsl_part N|peers_a|peers_b|check_jit|short_rule|graph_spans|in_model|l2_traffic|prepass_ncu|q_bound|read_speed|quant_q_wan"; exit 2
   ;;
 esac
 date -u +%H:%M:%S
