@@ -24,7 +24,8 @@
 #                (the report, its details page and its SASS source counters)
 #   quant_q_wan  the package's direct-p (quant_q 2, item 60) against its quant_q 0 kernels at the Wan
 #                shapes and the short ones beside cuDNN BF16 (quant_q_wan.py), after the check on the
-#                package's prebuilt kernels; the package's carry
+#                package's prebuilt kernels and the short call's launches traced (2026-12-06k's
+#                trace.py); the package's carry
 #
 # The one run with every peer (issue 16's table: FA4 BF16, cuDNN BF16 and FP8, SageAttention 2,
 # the cuBLAS FP8 GEMM), on one machine, back to back (it keeps /tmp for 30 s after a call):
@@ -144,7 +145,10 @@ quant_q_wan)
   timeout 150 python3 -m wan_fp4.cli check --kernels sm90-cute > $OUT/check_package.txt 2>&1
   echo "check rc=$?"; tail -1 $OUT/check_package.txt
   grep -E "^(FAIL|ERROR)" $OUT/check_package.txt | head -20
-  timeout 360 python3 docs/results/next-h200/quant_q_wan.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
+  # where the short call's time goes now (each launch's span in a replayed graph, as item 46 read it)
+  timeout 90 python3 docs/results/2026-12-06k-h100/trace.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
+    | tee $OUT/trace.txt
+  timeout 330 python3 docs/results/next-h200/quant_q_wan.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
     | tee $OUT/quant_q_wan.txt
   ;;
 in_model)
