@@ -80,7 +80,8 @@ def _ex2_count(ptx):
 
 
 def test_direct_p_has_no_exp_in_the_p_path():
-    dp = ptx_of(compile_kernel("direct-p", 128, options=KEEP))
+    # Q's codes from the pre-pass (quant_q 0): the kernel's own Q codes take the E4M3 conversion
+    dp = ptx_of(compile_kernel("direct-p", 128, quant_q=0, options=KEEP))
     f8 = ptx_of(compile_kernel("fp8", 128, options=KEEP))
     # fp8 needs one ex2 per score (64 per thread per tile, per copy of the softmax code);
     # direct-p only the per-row rescale alpha (2 rows per thread, per copy): 32 times fewer
@@ -153,8 +154,9 @@ def test_sass_epilogue_stages_o_in_shared_memory_and_stores_whole_rows(tmp_path,
     per column). O goes to shared memory as BF16 pairs (a 32-bit STS per pair: D / 8 per row, two
     rows per thread), then leaves as 16-byte chunks of whole rows (64 rows x D / 8 chunks over 128
     threads); the only other global stores are the two 32-bit LSE values of the thread's rows."""
-    # the plain kernel's (fp8's default merges split tiles' partial states through global memory first)
-    sass = _sass(tmp_path, mode, head_dim, split_tail=False, tail_rows=False)
+    # the plain kernel's (fp8's default merges split tiles' partial states through global memory
+    # first), with Q's codes from the pre-pass (direct-p's own Q codes are loads and stores too)
+    sass = _sass(tmp_path, mode, head_dim, split_tail=False, tail_rows=False, quant_q=0)
     ops = re.findall(r"\b(LDG|STG|STS|LDS)(\.[A-Z0-9.]+)?\s", sass)
     first_store = next(i for i, (op, _) in enumerate(ops) if op == "STG")
     # every load of the kernel (the per-tile K scales, then one V scale per column a thread holds,
@@ -190,8 +192,9 @@ def test_sass_first_scales_load_before_the_first_waits(tmp_path, mode, head_dim)
     """The consumers' Q block scale and first K tile scale are both loaded before their first
     barrier wait (Q's tile), so the K scale's round trip runs under the first loads and QK(0):
     issued after QK(0)'s wait, it held every CTA's first softmax by one round trip. Default
-    configs (fp8's D128 splits and pairs CTAs: the load comes from the segment's first tile)."""
-    sass = _sass(tmp_path, mode, head_dim)
+    configs (fp8's D128 splits and pairs CTAs: the load comes from the segment's first tile), with
+    Q's codes from the pre-pass (made in the kernel, the consumers wait for no Q tile)."""
+    sass = _sass(tmp_path, mode, head_dim, quant_q=0)
     first_wgmma_wait = sass.index("WARPGROUP.DEPBAR")
     consumer = sass.rindex("SYNCS.PHASECHK", 0, sass.rindex("WARPGROUP.ARRIVE", 0, first_wgmma_wait))
     consumer = sass.rindex("SYNCS.PHASECHK", 0, consumer)  # Q's wait, then K(0)'s
@@ -341,7 +344,7 @@ def test_cluster_2_multicasts_k_and_v_but_not_q(mode, head_dim):
     two descriptors; Q stays a per-CTA load, once per consumer warp group, from a third. The
     releases of K/V stages are cluster arrives (mapa'd to the peer's barriers), the barriers'
     initialisation and the exit are cluster-wide, and nothing spills."""
-    ptx = ptx_of(compile_kernel(mode, head_dim, cluster=2, options=KEEP))
+    ptx = ptx_of(compile_kernel(mode, head_dim, cluster=2, quant_q=0, options=KEEP))  # Q by TMA
     loads = _tma_loads(ptx)
     q = {desc for mc, desc in loads if not mc}
     kv = [desc for mc, desc in loads if mc]
@@ -638,7 +641,7 @@ def test_prebuilt_kernel_without_the_dsl_counts_as_available_only_once_linkable(
         # every kernel a launch may pick: the split kernels and their plain ones, short launches'
         assert [p.name for p in linked] == sorted(f"lib{aot.kernel_name(mode, d, cfg)}.so" for mode in ("direct-p", "fp8")
                                                   for d in (64, 128) for cfg in sm90.default_kernels(mode, d))
-        assert len(linked) == 14
+        assert len(linked) == 22  # direct-p's 8 at each D (Q's codes made in the kernel or read), fp8's 4 + 2
         for so in linked:  # brought along in the prebuilt folder, as for the H200
             shutil.move(so, folder / so.name)
         with monkeypatch.context() as m:
@@ -712,15 +715,15 @@ def test_build_prebuilt_makes_each_variant_at_each_head_dim_in_the_modes_it_appl
     p8 = {"f16_bytes": False, "headroom": 0}
     names = [e[0] for e in script.sm90_variant_entries([{"cluster": 2}, p8], (128, 64))]
     # fp8 at D128 runs cluster 2 by default (HEAD_DIM_CONFIG): those kernels are the default's
-    # a cluster excludes direct-p's tail_rows (it yields); elsewhere direct-p's plain kernel comes too
-    assert names == ["wanfp4_sm90_directp_d128_cluster2_tail_rows0", "wanfp4_sm90_directp_d64_cluster2_tail_rows0",
-                     "wanfp4_sm90_fp8_d64_cluster2", "wanfp4_sm90_fp8_d64_cluster2_split_tail0",
-                     "wanfp4_sm90_directp_d128_f16_bytes0_headroom0",
-                     "wanfp4_sm90_directp_d128_f16_bytes0_headroom0_tail_rows0",
-                     "wanfp4_sm90_directp_d64_f16_bytes0_headroom0",
-                     "wanfp4_sm90_directp_d64_f16_bytes0_headroom0_tail_rows0"]
+    # a cluster excludes direct-p's tail_rows (it yields); elsewhere direct-p's plain kernel comes too;
+    # direct-p's each again with Q's codes read (quant_q 0, host.run's fallback)
+    dp = [f"wanfp4_sm90_directp_d{d}_{c}" for d in (128, 64) for c in ("cluster2_tail_rows0", "cluster2_quant_q0_tail_rows0")]
+    p8_names = [f"wanfp4_sm90_directp_d{d}_f16_bytes0_headroom0{q}{t}" for d in (128, 64)
+                for q in ("", "_quant_q0") for t in ("", "_tail_rows0")]
+    assert names == dp + ["wanfp4_sm90_fp8_d64_cluster2", "wanfp4_sm90_fp8_d64_cluster2_split_tail0"] + p8_names
     assert [e[0] for e in script.sm90_variant_entries([{"stages": 3}])] == [
         "wanfp4_sm90_directp_d128_stages3", "wanfp4_sm90_directp_d128_stages3_tail_rows0",
+        "wanfp4_sm90_directp_d128_quant_q0_stages3", "wanfp4_sm90_directp_d128_quant_q0_stages3_tail_rows0",
         "wanfp4_sm90_fp8_d128_stages3", "wanfp4_sm90_fp8_d128_split_tail0_stages3"]
 
 
@@ -814,6 +817,7 @@ def test_launch_splits_only_when_the_plan_does(monkeypatch):
     segments too short to pay for the merge)."""
     from wan_fp4.kernels import prepare
     from wan_fp4.kernels.sm90 import aot, host
+    from wan_fp4.kernels.sm90.layout import v_layout_args
     from wan_fp4.kernels.sm90.split import plan
 
     calls = []
@@ -825,11 +829,12 @@ def test_launch_splits_only_when_the_plan_does(monkeypatch):
         sm90.launch(ops, "direct-p", 128, config={"split_tail": True})  # direct-p's tail_rows yields
         name, args = calls[-1]
         assert args[15:17] == (want_split or (0, 1))  # after 11 pointers and b, h, s_q, s_kv
+        # operands with Q's codes (a full pre-pass): the kernel reads them (quant_q 0)
         if want_split:
-            assert name == aot.kernel_name("direct-p", 128, {"split_tail": True})
+            assert name == aot.kernel_name("direct-p", 128, {"split_tail": True, "quant_q": 0})
             assert host.split_workspace(plan(1, h, s, s), 128, "direct-p") == 64 * 2 * 2 * 128 * (68 + 4)
         else:
-            assert name == aot.kernel_name("direct-p", 128, {"tail_rows": False})
+            assert name == aot.kernel_name("direct-p", 128, {"tail_rows": False, "quant_q": 0})
     # direct-p's default: a short launch's last wave split by rows (segments 2, no workspace), a long
     # one's or one whose last wave is too full, the plain kernel; up to 1,024 tokens the short
     # launches' kernels (config.length_config)
@@ -839,7 +844,7 @@ def test_launch_splits_only_when_the_plan_does(monkeypatch):
         sm90.launch(ops, "direct-p", 128)
         name, args = calls[-1]
         assert args[15:17] == (want_split or (0, 1))
-        short = {"fold": 1} if s <= 1024 else {}
+        short = {"fold": 1, "quant_q": 0} if s <= 1024 else {"quant_q": 0}
         assert name == aot.kernel_name("direct-p", 128, {**short, **({} if want_split else {"tail_rows": False})})
 
 
@@ -866,8 +871,9 @@ def test_short_launches_run_the_smaller_kernel_unless_the_caller_names_a_config(
     ops = prepare.prepare_fp8(q, q, q, backend="torch", **sm90.layout.v_layout_args("direct-p"))
     sm90.launch(ops, "direct-p", 128)
     sm90.launch(ops, "direct-p", 128, config={})
-    assert calls == [aot.kernel_name("direct-p", 128, {"fold": 1, "tail_rows": False}),
-                     aot.kernel_name("direct-p", 128, {"tail_rows": False})]
+    # operands with Q's codes (a full pre-pass): the kernels that read them (quant_q 0)
+    assert calls == [aot.kernel_name("direct-p", 128, {"fold": 1, "tail_rows": False, "quant_q": 0}),
+                     aot.kernel_name("direct-p", 128, {"tail_rows": False, "quant_q": 0})]
 
 
 def test_split_tail_is_fp8s_default_with_its_plain_kernel_beside_it():
@@ -895,14 +901,17 @@ def test_pdl_waits_for_the_launch_before_it_ahead_of_any_global_memory_access(mo
     quantise launch): every thread passes one griddepcontrol.wait before the first global load,
     store or TMA copy, so the kernel never reads codes still being written; without pdl there is no
     grid dependency control. (The launch attribute is host code, not in the PTX: the GPU check
-    compares the output with and without it.)"""
+    compares the output with and without it.) With Q's codes from the pre-pass (quant_q 0);
+    direct-p's default quant_q 2 reads BF16 Q before its waits, which
+    test_quant_q_makes_q_codes_before_the_first_product places."""
     assert all(sm90.default_config(m, d)["pdl"] for m in ("direct-p", "fp8") for d in (64, 128))
-    ptx = ptx_of(compile_kernel(mode, 128, split_tail=False, tail_rows=False, options=KEEP))
+    ptx = ptx_of(compile_kernel(mode, 128, split_tail=False, tail_rows=False, quant_q=0, options=KEEP))
     body = ptx[ptx.index("{", ptx.index(".entry")):]
     assert body.count("griddepcontrol.wait") == 1
     first = re.search(r"\b(ld\.global|st\.global|atom\.global|red\.global|cp\.async\.bulk)", body)
     assert first and body.index("griddepcontrol.wait") < first.start(), first
-    assert "griddepcontrol" not in ptx_of(compile_kernel(mode, 128, pdl=False, split_tail=False, options=KEEP))
+    no_pdl = compile_kernel(mode, 128, pdl=False, split_tail=False, quant_q=0, options=KEEP)
+    assert "griddepcontrol" not in ptx_of(no_pdl)
 
 
 def test_quant_q_swizzle_is_the_q_tiles_layout():
@@ -940,7 +949,7 @@ def test_quant_q_makes_q_codes_before_the_first_product(tmp_path, mode, head_dim
     the scale goes to q_scale and the range statistics by a reduction. quant_q 2 reads Q before
     the pdl wait, 1 after it. Every config takes it: fp8's short D128 kernel with its CTA pairs and
     split tail too."""
-    plain = _sass(tmp_path, mode, head_dim, fold=1)
+    plain = _sass(tmp_path, mode, head_dim, fold=1, quant_q=0)
     for n in (1, 2):
         sass = _sass(tmp_path, mode, head_dim, fold=1, quant_q=n)
         assert sass.count("UTMALDG") == plain.count("UTMALDG") - N_WG  # Q's loads gone (K's and V^T's stay)
@@ -973,11 +982,17 @@ def test_quant_q_refusals():
 
 
 def test_run_leaves_q_to_the_kernel_where_quant_q_can(monkeypatch):
-    """A config with quant_q: the pre-pass skips Q and the kernel gets BF16 Q, unless Q is not BF16
-    and contiguous or an LSE is asked for (its shift reads Q's codes); then the pre-pass makes them
-    (quant_q 0: the same bits)."""
+    """A config with quant_q (direct-p's default, not fp8's): the pre-pass skips Q and the kernel
+    gets BF16 Q, unless Q is not BF16 and contiguous or an LSE is asked for (its shift reads Q's
+    codes); then the pre-pass makes them and the launch runs the kernel with quant_q 0 on them (the
+    same bits), as it does for any caller handing it operands with Q's codes (the check, the
+    benches)."""
+    import dataclasses
+    import types
+
     from wan_fp4.kernels import prepare
-    from wan_fp4.kernels.sm90 import host
+    from wan_fp4.kernels.sm90 import aot, host
+    from wan_fp4.kernels.sm90.layout import v_layout_args
 
     real, seen, launched = prepare.prepare_fp8, [], []
 
@@ -985,25 +1000,38 @@ def test_run_leaves_q_to_the_kernel_where_quant_q_can(monkeypatch):
         seen.append(kw["quantise_q"])
         return real(*a, **kw)
 
-    def fake_launch(ops, mode, d, scale, config=None, prebuilt=None, q=None):
-        launched.append((sm90.default_config(mode, d, config)["quant_q"], q is not None))
-        b, h, _ = ops.q_scale.shape
-        return torch.zeros(b, ops.seq_q, h, d), torch.zeros(b, h, ops.seq_q)
+    def fake_run_or_jit(name, args, device, jit, prebuilt=None, missing=""):
+        launched.append(name)
 
     monkeypatch.setattr(prepare, "prepare_fp8", spy)
-    monkeypatch.setattr(host, "launch", fake_launch)
+    monkeypatch.setattr(host.PREBUILT, "run_or_jit", fake_run_or_jit)
+    monkeypatch.setattr(host.torch.cuda, "current_stream", lambda device=None: types.SimpleNamespace(cuda_stream=0))
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, 130, 2, 64, generator=g).bfloat16() for _ in range(3))
-    cfg = {"fold": 1, "quant_q": 2}
-    host.run(q, k, v, "direct-p", config=cfg)
-    host.run(q, k, v, "direct-p", config=cfg, return_lse=True)
-    host.run(q.transpose(1, 2).contiguous().transpose(1, 2), k, v, "direct-p", config=cfg)
-    host.run(q.half(), k, v, "direct-p", config=cfg)
-    host.run(q, k, v, "fp8", config={"fold": 1})
-    host.run(q, k, v, "direct-p")  # direct-p's defaults take quant_q 2 (config.MODE_CONFIG), fp8's not
+    short = {"fold": 1}
+    host.run(q, k, v, "direct-p")  # the defaults: quant_q 2 at every length (config.MODE_CONFIG)
+    host.run(q, k, v, "direct-p", return_lse=True)
+    host.run(q.transpose(1, 2).contiguous().transpose(1, 2), k, v, "direct-p")
+    host.run(q.half(), k, v, "direct-p")
+    host.run(q, k, v, "direct-p", config={**short, "quant_q": 0})
     host.run(q, k, v, "fp8")
-    assert seen == [False, True, True, True, True, False, True]
-    assert launched == [(2, True), (0, False), (0, False), (0, False), (0, False), (2, True), (0, False)]
+    host.run(q, k, v, "fp8", config={**short, "quant_q": 2})
+    assert seen == [False, True, True, True, True, True, False]
+    made, read = aot.kernel_name("direct-p", 64, sm90.default_config("direct-p", 64, short)), \
+        aot.kernel_name("direct-p", 64, sm90.default_config("direct-p", 64, {**short, "quant_q": 0}))
+    assert launched[:5] == [made, read, read, read, read]
+    assert read.endswith("_quant_q0") and "quant_q" not in made
+    assert "quant_q" not in launched[5] and "_quant_q2" in launched[6]  # fp8 takes it when asked
+    # operands with Q's codes from a full pre-pass: quant_q 0 whatever the config asks
+    ops = real(q, k, v, backend="torch", **v_layout_args("direct-p"))
+    host.launch(ops, "direct-p", 64, config={**short, "quant_q": 2})
+    assert launched[-1] == read
+    # operands without them need a config with quant_q and q
+    ops = dataclasses.replace(ops, q8=None, q_source=q)  # as quantise_q=False leaves them
+    with pytest.raises(ValueError, match="has no quant_q"):
+        host.launch(ops, "direct-p", 64, config={**short, "quant_q": 0})
+    with pytest.raises(ValueError, match="q: quant_q needs BF16"):
+        host.launch(ops, "direct-p", 64, config=short)
 
 
 @pytest.mark.parametrize("gain", [1.0, 800.0, 6400.0, 1e8])

@@ -242,12 +242,15 @@ def sm90_breakdown(q, k, v, mode, do_bench, rep_ms):
     prepared operands, the whole call, and the whole call replayed from a CUDA graph; what the
     whole call takes beyond its replay is host work the GPU waited for."""
     from wan_fp4.kernels.prepare import prepare_fp8
-    from wan_fp4.kernels.sm90.host import launch
+    from wan_fp4.kernels.sm90.config import length_config
+    from wan_fp4.kernels.sm90.host import kernel_makes_q, launch
     from wan_fp4.kernels.sm90.layout import v_layout_args
     from wan_fp4.modes import default_scale
 
     d = q.shape[-1]
-    layout = v_layout_args(mode)
+    # the parts as the call runs them: Q's codes in the pre-pass or in the kernel
+    quant = kernel_makes_q(q, mode, length_config(mode, d, q.shape[1], k.shape[1]))
+    layout = {**v_layout_args(mode), "quantise_q": not quant}
     ops = prepare_fp8(q, k, v, **layout)
 
     def checked():
@@ -257,7 +260,7 @@ def sm90_breakdown(q, k, v, mode, do_bench, rep_ms):
         return wan_fp4.attention(q, k, v, mode, kernel="sm90-cute")
 
     parts = {"pre-pass": lambda: prepare_fp8(q, k, v, **layout), "pre-pass + check": checked,
-             "kernel": lambda: launch(ops, mode, d), "call": call}
+             "kernel": lambda: launch(ops, mode, d, q=q if quant else None), "call": call}
     times = {name: do_bench(fn, warmup=100, rep=rep_ms, return_mode="median") for name, fn in parts.items()}
     replay = graphed(call, CALLS)
     times["call, CUDA graph"] = do_bench(replay, warmup=10, rep=rep_ms, return_mode="median") / CALLS

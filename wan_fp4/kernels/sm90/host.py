@@ -17,9 +17,7 @@ def run(q, k, v, mode, scale=None, fp4=None, return_lse=False, *, config=None, p
     d = q.shape[-1]
     if config is None:
         config = length_config(mode, d, q.shape[1], k.shape[1])
-    quant = default_config(mode, d, config)["quant_q"]
-    if quant and not quantises_q(q, return_lse):
-        config, quant = {**config, "quant_q": 0}, 0  # the same bits, Q's codes from the pre-pass
+    quant = kernel_makes_q(q, mode, config, return_lse)
     ops = prepare_fp8(q, k, v, quantise_q=not quant, **v_layout_args(mode))
     c = default_scale(d) if scale is None else float(scale)
     # The kernel is queued before the check waits for the pre-pass, so the GPU never idles on the
@@ -35,11 +33,13 @@ def run(q, k, v, mode, scale=None, fp4=None, return_lse=False, *, config=None, p
     return out, lse + lse_shift(ops, d, scale)
 
 
-def quantises_q(q, return_lse: bool) -> bool:
-    """Whether a config's quant_q can make Q's codes in the kernel for this q: BF16 (B, S, H, D)
-    contiguous, and no LSE asked for (its K-smoothing shift reads Q's codes, which the kernel keeps
-    in shared memory). Elsewhere the pre-pass makes them: the same bits."""
-    return q.dtype == torch.bfloat16 and q.is_contiguous() and q.data_ptr() % 16 == 0 and not return_lse
+def kernel_makes_q(q, mode: str, config: dict, return_lse: bool = False) -> bool:
+    """Whether `run` leaves Q's codes to the kernel: `config` (options over (mode, D)'s defaults)
+    has quant_q, and q is BF16 (B, S, H, D), contiguous, with no LSE asked for (its K-smoothing
+    shift reads Q's codes, which the kernel keeps in shared memory). Elsewhere the pre-pass makes
+    them and `launch` runs the kernel with quant_q 0: the same bits."""
+    return (bool(default_config(mode, q.shape[-1], config)["quant_q"]) and q.dtype == torch.bfloat16
+            and q.is_contiguous() and q.data_ptr() % 16 == 0 and not return_lse)
 
 
 def lse_shift(ops, head_dim, scale=None):
@@ -64,8 +64,9 @@ def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, 
     where its lengths ask for them (config.length_config).
     prebuilt: None = the AOT kernel (aot.py) of this config when one is usable, else JIT;
     True = require the AOT kernel; False = always JIT.
-    q: BF16 Q (B, S, H, D), contiguous, for a config with quant_q (the kernel makes Q's codes, its
-    q_scale and Q's range statistics; ops from prepare_fp8(..., quantise_q=False))."""
+    q: BF16 Q (B, S, H, D), contiguous, where ops has no Q codes (prepare_fp8(..., quantise_q=False)):
+    the kernel makes Q's codes, its q_scale and Q's range statistics (a config with quant_q). Where
+    ops has Q's codes, a config with quant_q runs with quant_q 0 on them: the same bits."""
     from ...modes import default_scale
     from ...reference import log2_scale
     from .compile import compile_kernel, runtime_args
@@ -75,6 +76,8 @@ def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, 
     # with no config of its own, a short launch takes its lengths' options (config.length_config)
     if config is None:
         config = length_config(mode, head_dim, ops.seq_q, ops.seq_kv)
+    if ops.q8 is not None and default_config(mode, head_dim, config)["quant_q"]:
+        config = {**config, "quant_q": 0}  # the pre-pass made Q's codes: the kernel reads them
     cfg, *plain = launch_configs(mode, head_dim, config)
     b, h, _ = ops.q_scale.shape
     d = ops.k8.shape[-1]
@@ -88,9 +91,11 @@ def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, 
         out = torch.empty(b, ops.seq_q, h, d, dtype=torch.bfloat16, device=ops.k8.device)
     if lse is None:
         lse = torch.empty(b, h, ops.seq_q, dtype=torch.float32, device=ops.k8.device)
+    if ops.q8 is None and not cfg["quant_q"]:
+        raise ValueError(f"ops has no Q codes (prepare_fp8(quantise_q=False)) and config {config} has no quant_q")
     if cfg["quant_q"]:
         if q is None or q.dtype != torch.bfloat16 or q.shape != (b, ops.seq_q, h, d):
-            raise ValueError(f"quant_q needs q, BF16 ({b}, {ops.seq_q}, {h}, {d}); got "
+            raise ValueError(f"q: quant_q needs BF16 Q of shape ({b}, {ops.seq_q}, {h}, {d}); got "
                              f"{None if q is None else (q.dtype, tuple(q.shape))}")
     tensors = (q if cfg["quant_q"] else ops.q8, ops.k8, vt, out, lse, ops.q_scale, ops.k_scale, ops.v_scale)
     for name, t in zip(("q" if cfg["quant_q"] else "q8", "k8", "vt", "out", "lse", "q_scale", "k_scale", "v_scale"), tensors):
