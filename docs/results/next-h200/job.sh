@@ -5,7 +5,8 @@
 #
 # The package's own kernels (no JIT): carry [".device/py.tar.zst", ".device/install.sh",
 # ".device/zstd", "wan_fp4/kernels/prebuilt/sm90a"] (the folder carries its linked shims, which git
-# ignores; without them no prebuilt kernel loads):
+# ignores; without them no prebuilt kernel loads). With 22 prebuilt kernels the carry and the tree
+# pass a call's 64 MiB: move wan_fp4/pipelines/weights/tiny (22 MB) out of the tree for the call:
 #   short_rule   config.length_config as committed (fold 1 up to 1,024 tokens for direct-p at D128
 #                and D64 and fp8 at D128) against the defaults and beside cuDNN BF16, replayed and
 #                after a launch writing the inputs (short_rule.py), then `wan-fp4 check --kernels
@@ -22,10 +23,9 @@
 #                bytes (torch's reductions, a Triton read) after an L2 flush (read_speed.py)
 #   prepass_ncu  the replayed 1,024-token call's statistics and quantise launches under ncu --set full
 #                (the report, its details page and its SASS source counters)
-#   quant_q_wan  the package's direct-p (quant_q 2, item 60) against its quant_q 0 kernels at the Wan
-#                shapes and the short ones beside cuDNN BF16 (quant_q_wan.py), after the check on the
-#                package's prebuilt kernels and the short call's launches traced (2026-12-06k's
-#                trace.py); the package's carry
+#   quant_shape_k  the quantise launch's (warps, register limit) now that direct-p's launch has K's and V's
+#                blocks only (640 at H40 1,024: 4.8 an SM, three resident at eight warps and 80
+#                registers), variants against the package's in the whole call (quant_shape_k.py)
 #
 # The one run with every peer (issue 16's table: FA4 BF16, cuDNN BF16 and FP8, SageAttention 2,
 # the cuBLAS FP8 GEMM), on one machine, back to back (it keeps /tmp for 30 s after a call):
@@ -139,17 +139,10 @@ l2_traffic)
       | awk -F'","' '{n=$(NF-10); sub(/\(.*/, "", n); v=$NF; gsub(/"/, "", v); printf "  %-28.28s %-32s %s %s\n", n, $(NF-2), $(NF-1), v}'
   done; done
   ;;
-quant_q_wan)
-  # direct-p's default quant_q 2 against its quant_q 0 kernels (quant_q_wan.py), after the check on
-  # the package's prebuilt kernels (its direct-p cases run quant_q 2; those with an LSE quant_q 0)
-  timeout 150 python3 -m wan_fp4.cli check --kernels sm90-cute > $OUT/check_package.txt 2>&1
-  echo "check rc=$?"; tail -1 $OUT/check_package.txt
-  grep -E "^(FAIL|ERROR)" $OUT/check_package.txt | head -20
-  # where the short call's time goes now (each launch's span in a replayed graph, as item 46 read it)
-  timeout 90 python3 docs/results/2026-12-06k-h100/trace.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
-    | tee $OUT/trace.txt
-  timeout 330 python3 docs/results/next-h200/quant_q_wan.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
-    | tee $OUT/quant_q_wan.txt
+quant_shape_k)
+  # the quantise launch's shape now that it quantises K and V only (quant_shape_k.py)
+  ROUNDS=4 timeout 400 python3 docs/results/next-h200/quant_shape_k.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
+    | tee $OUT/quant_shape_k.txt
   ;;
 in_model)
   # the 1,024-token call with Q, K and V just written by a launch before it (as in a model) and
@@ -158,7 +151,7 @@ in_model)
     | tee $OUT/in_model.txt
   ;;
 *)
-  echo "usage: job.sh dsl_part N|peers_a|peers_b|check_jit|short_rule|graph_spans|in_model|l2_traffic|prepass_ncu|q_bound|read_speed|quant_q_wan"; exit 2
+  echo "usage: job.sh dsl_part N|peers_a|peers_b|check_jit|short_rule|graph_spans|in_model|l2_traffic|prepass_ncu|q_bound|read_speed|quant_shape_k"; exit 2
   ;;
 esac
 date -u +%H:%M:%S
