@@ -1,4 +1,4 @@
-# The device jobs for issue 16 still pending on an H200 (all ran on an H100 on 2026-12-07:
+# The device jobs for issue 16 still pending on an H200 (all but quant_per ran on an H100 on 2026-12-07:
 # docs/results/2026-12-07b-h100/ to 2026-12-07m-h100/), kept in the repo so a fresh checkout has them. Jobs
 # that ran are copied, as they ran, into their results folders (docs/results/<date>-<device>/job.sh);
 # the git history has every earlier version of this file. One device call each (under 10 minutes).
