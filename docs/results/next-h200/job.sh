@@ -1,5 +1,5 @@
-# The device jobs for issue 16 still pending on an H200 (all but quant_per ran on an H100 on 2026-12-07:
-# docs/results/2026-12-07b-h100/ to 2026-12-07m-h100/), kept in the repo so a fresh checkout has them. Jobs
+# The device jobs for issue 16 still pending on an H200 (all ran on an H100 on 2026-12-07:
+# docs/results/2026-12-07b-h100/ to 2026-12-07n-h100/), kept in the repo so a fresh checkout has them. Jobs
 # that ran are copied, as they ran, into their results folders (docs/results/<date>-<device>/job.sh);
 # the git history has every earlier version of this file. One device call each (under 10 minutes).
 #
@@ -23,9 +23,6 @@
 #                bytes (torch's reductions, a Triton read) after an L2 flush (read_speed.py)
 #   prepass_ncu  the replayed 1,024-token call's statistics and quantise launches under ncu --set full
 #                (the report, its details page and its SASS source counters)
-#   quant_per    K's and V's blocks per quantise program (docs/SM90_GEN2.md item 62; quant_per.py): first
-#                `git apply docs/results/next-h200/quant_per.diff` (prepare.py only: no prebuilt to
-#                rebuild), then the package's carry; revert the diff after the call
 #
 # The one run with every peer (issue 16's table: FA4 BF16, cuDNN BF16 and FP8, SageAttention 2,
 # the cuBLAS FP8 GEMM), on one machine, back to back (it keeps /tmp for 30 s after a call):
@@ -139,11 +136,6 @@ l2_traffic)
       | awk -F'","' '{n=$(NF-10); sub(/\(.*/, "", n); v=$NF; gsub(/"/, "", v); printf "  %-28.28s %-32s %s %s\n", n, $(NF-2), $(NF-1), v}'
   done; done
   ;;
-quant_per)
-  # K's and V's blocks per quantise program (quant_per.py; prepare.QUANT_PER_PROGRAM, an experiment)
-  ROUNDS=3 timeout 200 python3 docs/results/next-h200/quant_per.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
-    | tee $OUT/quant_per.txt
-  ;;
 in_model)
   # the 1,024-token call with Q, K and V just written by a launch before it (as in a model) and
   # replayed on the same inputs (the target's reading), beside cuDNN BF16 in both conditions
@@ -151,7 +143,7 @@ in_model)
     | tee $OUT/in_model.txt
   ;;
 *)
-  echo "usage: job.sh dsl_part N|peers_a|peers_b|check_jit|short_rule|graph_spans|in_model|l2_traffic|prepass_ncu|q_bound|read_speed|quant_per"; exit 2
+  echo "usage: job.sh dsl_part N|peers_a|peers_b|check_jit|short_rule|graph_spans|in_model|l2_traffic|prepass_ncu|q_bound|read_speed"; exit 2
   ;;
 esac
 date -u +%H:%M:%S
