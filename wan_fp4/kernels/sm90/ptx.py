@@ -198,27 +198,12 @@ def fmax_nan(a, b, *, loc=None, ip=None) -> Float32:
     return Float32(_asm(T.f32(), vals, "max.NaN.f32 $0, $1, $2;", "=f,f,f"))
 
 
-@dsl_user_op
-def bf16x4_e4m3x4(w0, w1, inv, *, loc=None, ip=None) -> Int32:
+def bf16x4_e4m3x4(w0, w1, inv) -> Int32:
     """E4M3_rne_satfinite(x * inv) of the four BF16 values in w0 (low half first) and w1, packed
-    low-to-high: each widened to FP32 exactly, multiplied by inv in FP32 (a power of two: exact),
-    converted in pairs (4 LOP/SHF + 4 FMUL + 2 F2FP + 1 PRMT)."""
-    vals = [Int32(w0).ir_value(loc=loc, ip=ip), Int32(w1).ir_value(loc=loc, ip=ip),
-            Float32(inv).ir_value(loc=loc, ip=ip)]
-    text = ("{ .reg .f32 a, b, c, d;\n"
-            ".reg .b16 lo, hi;\n"
-            "shl.b32 a, $1, 16;\n"
-            "and.b32 b, $1, 0xFFFF0000;\n"
-            "shl.b32 c, $2, 16;\n"
-            "and.b32 d, $2, 0xFFFF0000;\n"
-            "mul.rn.f32 a, a, $3;\n"
-            "mul.rn.f32 b, b, $3;\n"
-            "mul.rn.f32 c, c, $3;\n"
-            "mul.rn.f32 d, d, $3;\n"
-            "cvt.rn.satfinite.e4m3x2.f32 lo, b, a;\n"
-            "cvt.rn.satfinite.e4m3x2.f32 hi, d, c;\n"
-            "mov.b32 $0, {lo, hi}; }")
-    return Int32(_asm(T.i32(), vals, text, "=r,r,r,f"))
+    low-to-high: each widened to FP32 exactly (its bits moved up), multiplied by inv in FP32 (a
+    power of two: exact), then pack_e4m3x4 (4 LOP/SHF + 4 FMUL + 2 F2FP + 1 PRMT)."""
+    halves = [bits_f32(w << 16) if low else bits_f32(w & Int32(-65536)) for w in (w0, w1) for low in (True, False)]
+    return pack_e4m3x4(*(mul_f32(x, inv) for x in halves))
 
 
 @dsl_user_op
