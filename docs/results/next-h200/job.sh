@@ -1,5 +1,5 @@
-# The device jobs for issue 16 still pending on an H200 (all ran on an H100 on 2026-12-07:
-# docs/results/2026-12-07b-h100/ to 2026-12-07n-h100/), kept in the repo so a fresh checkout has them. Jobs
+# The device jobs for issue 16 still pending on an H200 (all but persistent_cap ran on an H100 on
+# 2026-12-07: docs/results/2026-12-07b-h100/ to 2026-12-07p-h100/), kept in the repo so a fresh checkout has them. Jobs
 # that ran are copied, as they ran, into their results folders (docs/results/<date>-<device>/job.sh);
 # the git history has every earlier version of this file. One device call each (under 10 minutes).
 #
@@ -23,6 +23,14 @@
 #                bytes (torch's reductions, a Triton read) after an L2 flush (read_speed.py)
 #   prepass_ncu  the replayed 1,024-token call's statistics and quantise launches under ncu --set full
 #                (the report, its details page and its SASS source counters)
+#   persistent_cap  where a persistent CTA's per-unit cost lies (docs/SM90_GEN2.md item 64;
+#                persistent_cap.py): the counter-fed persistent kernel at 132 CTAs against the same kernel
+#                with its cap past the units (one unit a CTA), beside the package. First
+#                `git apply docs/results/next-h200/persistent_cap.diff` (hashed kernel sources: then
+#                `python3 scripts/build_prebuilt.py --only sm90 --sm90-config '{"persistent": 132, "fold": 1}'
+#                --sm90-config '{"persistent": 1000000, "fold": 1}' --sm90-config '{"persistent": 132}'
+#                --sm90-config '{"persistent": 1000000}'`, about 6 minutes), then the package's carry;
+#                after the call revert the diff, delete the .so files and relink the committed kernels
 #
 # The one run with every peer (issue 16's table: FA4 BF16, cuDNN BF16 and FP8, SageAttention 2,
 # the cuBLAS FP8 GEMM), on one machine, back to back (it keeps /tmp for 30 s after a call):
@@ -142,8 +150,13 @@ in_model)
   ROUNDS=4 timeout 300 python3 docs/results/2026-12-06l-h100/in_model.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
     | tee $OUT/in_model.txt
   ;;
+persistent_cap)
+  # a persistent CTA's per-unit cost (persistent_cap.py; persistent_cap.diff applied and built)
+  ROUNDS=3 timeout 200 python3 docs/results/next-h200/persistent_cap.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
+    | tee $OUT/persistent_cap.txt
+  ;;
 *)
-  echo "usage: job.sh dsl_part N|peers_a|peers_b|check_jit|short_rule|graph_spans|in_model|l2_traffic|prepass_ncu|q_bound|read_speed"; exit 2
+  echo "usage: job.sh dsl_part N|peers_a|peers_b|check_jit|short_rule|graph_spans|in_model|l2_traffic|prepass_ncu|q_bound|read_speed|persistent_cap"; exit 2
   ;;
 esac
 date -u +%H:%M:%S
