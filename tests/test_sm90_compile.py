@@ -1026,12 +1026,14 @@ def test_run_leaves_q_to_the_kernel_where_quant_q_can(monkeypatch):
     ops = real(q, k, v, backend="torch", **v_layout_args("direct-p"))
     host.launch(ops, "direct-p", 64, config={**short, "quant_q": 2})
     assert launched[-1] == read
-    # operands without them need a config with quant_q and q
+    # operands without them need a config with quant_q and a BF16 q_source
     ops = dataclasses.replace(ops, q8=None, q_source=q)  # as quantise_q=False leaves them
     with pytest.raises(ValueError, match="has no quant_q"):
         host.launch(ops, "direct-p", 64, config={**short, "quant_q": 0})
     with pytest.raises(ValueError, match="q: quant_q needs BF16"):
-        host.launch(ops, "direct-p", 64, config=short)
+        host.launch(dataclasses.replace(ops, q_source=q.half()), "direct-p", 64, config=short)
+    host.launch(ops, "direct-p", 64, config=short)
+    assert launched[-1] == made
 
 
 @pytest.mark.parametrize("gain", [1.0, 800.0, 6400.0, 1e8])

@@ -260,7 +260,7 @@ def sm90_breakdown(q, k, v, mode, do_bench, rep_ms):
         return wan_fp4.attention(q, k, v, mode, kernel="sm90-cute")
 
     parts = {"pre-pass": lambda: prepare_fp8(q, k, v, **layout), "pre-pass + check": checked,
-             "kernel": lambda: launch(ops, mode, d, q=q if quant else None), "call": call}
+             "kernel": lambda: launch(ops, mode, d), "call": call}
     times = {name: do_bench(fn, warmup=100, rep=rep_ms, return_mode="median") for name, fn in parts.items()}
     replay = graphed(call, CALLS)
     times["call, CUDA graph"] = do_bench(replay, warmup=10, rep=rep_ms, return_mode="median") / CALLS

@@ -25,7 +25,7 @@ def run(q, k, v, mode, scale=None, fp4=None, return_lse=False, *, config=None, p
     # shapes alone), and that output is dropped: the call raises instead of returning it. With Q's
     # codes made in the kernel, Q's range statistics are the kernel's, so the check waits for it.
     check = None if quant else ops.start_score_range_check(mode, c)
-    out, lse = launch(ops, mode, d, scale, config=config, prebuilt=prebuilt, q=q if quant else None)
+    out, lse = launch(ops, mode, d, scale, config=config, prebuilt=prebuilt)
     (check or ops.start_score_range_check(mode, c)).finish()
     out = out.to(q.dtype)
     if not return_lse:
@@ -55,7 +55,7 @@ def lse_shift(ops, head_dim, scale=None):
     return LN2 * torch.matmul(q, ops.k_mean.unsqueeze(-1)).squeeze(-1)
 
 
-def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, vt=None, prebuilt=None, q=None):
+def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, vt=None, prebuilt=None):
     """Run the kernel on prepared operands (prepare.PreparedFP8). Returns (out BF16, lse FP32).
 
     vt: the V^T in this kernel's layout; None = ops.v8t when the pre-pass wrote that layout
@@ -64,9 +64,10 @@ def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, 
     where its lengths ask for them (config.length_config).
     prebuilt: None = the AOT kernel (aot.py) of this config when one is usable, else JIT;
     True = require the AOT kernel; False = always JIT.
-    q: BF16 Q (B, S, H, D), contiguous, where ops has no Q codes (prepare_fp8(..., quantise_q=False)):
-    the kernel makes Q's codes, its q_scale and Q's range statistics (a config with quant_q). Where
-    ops has Q's codes, a config with quant_q runs with quant_q 0 on them: the same bits."""
+    Where ops has no Q codes (prepare_fp8(..., quantise_q=False)), the kernel makes them from
+    ops.q_source, BF16 (B, S, H, D) and contiguous, with its q_scale and Q's range statistics (a
+    config with quant_q). Where ops has Q's codes, a config with quant_q runs with quant_q 0 on
+    them: the same bits."""
     from ...modes import default_scale
     from ...reference import log2_scale
     from .compile import compile_kernel, runtime_args
@@ -93,9 +94,10 @@ def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, 
         lse = torch.empty(b, h, ops.seq_q, dtype=torch.float32, device=ops.k8.device)
     if ops.q8 is None and not cfg["quant_q"]:
         raise ValueError(f"ops has no Q codes (prepare_fp8(quantise_q=False)) and config {config} has no quant_q")
+    q = ops.q_source
     if cfg["quant_q"]:
         if q is None or q.dtype != torch.bfloat16 or q.shape != (b, ops.seq_q, h, d):
-            raise ValueError(f"q: quant_q needs BF16 Q of shape ({b}, {ops.seq_q}, {h}, {d}); got "
+            raise ValueError(f"q: quant_q needs BF16 Q of shape ({b}, {ops.seq_q}, {h}, {d}) as ops.q_source; got "
                              f"{None if q is None else (q.dtype, tuple(q.shape))}")
     tensors = (q if cfg["quant_q"] else ops.q8, ops.k8, vt, out, lse, ops.q_scale, ops.k_scale, ops.v_scale)
     for name, t in zip(("q" if cfg["quant_q"] else "q8", "k8", "vt", "out", "lse", "q_scale", "k_scale", "v_scale"), tensors):
