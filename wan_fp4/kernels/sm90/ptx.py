@@ -181,29 +181,27 @@ def max_nan_bf16x2(a, b, *, loc=None, ip=None) -> Int32:
 
 
 @dsl_user_op
-def bf16x2_max_f32(w, *, loc=None, ip=None) -> Float32:
-    """The larger of a BF16 pair's halves as an FP32 value (exact; a NaN kept)."""
-    vals = [Int32(w).ir_value(loc=loc, ip=ip)]
-    text = ("{ .reg .f32 lo, hi;\n"
-            "shl.b32 lo, $1, 16;\n"
-            "and.b32 hi, $1, 0xFFFF0000;\n"
-            "max.NaN.f32 $0, lo, hi; }")
-    return Float32(_asm(T.f32(), vals, text, "=f,r"))
-
-
-@dsl_user_op
 def fmax_nan(a, b, *, loc=None, ip=None) -> Float32:
     """max.NaN.f32: the larger of two floats, NaN if either is (the hardware max drops a NaN)."""
     vals = [Float32(x).ir_value(loc=loc, ip=ip) for x in (a, b)]
     return Float32(_asm(T.f32(), vals, "max.NaN.f32 $0, $1, $2;", "=f,f,f"))
 
 
+def bf16x2_f32(w) -> tuple[Float32, Float32]:
+    """A BF16 pair's halves (low first) widened to FP32 exactly: their bits moved up (1 SHF, 1 LOP)."""
+    return bits_f32(w << 16), bits_f32(w & Int32(-65536))
+
+
+def bf16x2_max_f32(w) -> Float32:
+    """The larger of a BF16 pair's halves as an FP32 value (exact; a NaN kept)."""
+    return fmax_nan(*bf16x2_f32(w))
+
+
 def bf16x4_e4m3x4(w0, w1, inv) -> Int32:
     """E4M3_rne_satfinite(x * inv) of the four BF16 values in w0 (low half first) and w1, packed
-    low-to-high: each widened to FP32 exactly (its bits moved up), multiplied by inv in FP32 (a
-    power of two: exact), then pack_e4m3x4 (4 LOP/SHF + 4 FMUL + 2 F2FP + 1 PRMT)."""
-    halves = [bits_f32(w << 16) if low else bits_f32(w & Int32(-65536)) for w in (w0, w1) for low in (True, False)]
-    return pack_e4m3x4(*(mul_f32(x, inv) for x in halves))
+    low-to-high: each widened to FP32 (bf16x2_f32), multiplied by inv in FP32 (a power of two:
+    exact), then pack_e4m3x4 (4 LOP/SHF + 4 FMUL + 2 F2FP + 1 PRMT)."""
+    return pack_e4m3x4(*(mul_f32(x, inv) for x in (*bf16x2_f32(w0), *bf16x2_f32(w1))))
 
 
 @dsl_user_op
