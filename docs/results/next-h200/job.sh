@@ -1,7 +1,8 @@
-# The device jobs for issue 16 still pending on an H200 (all but persistent_cap ran on an H100 on
-# 2026-12-07: docs/results/2026-12-07b-h100/ to 2026-12-07p-h100/), kept in the repo so a fresh checkout has them. Jobs
-# that ran are copied, as they ran, into their results folders (docs/results/<date>-<device>/job.sh);
-# the git history has every earlier version of this file. One device call each (under 10 minutes).
+# The device jobs for issue 16 still pending on an H200 (all ran on an H100 on 2026-12-07:
+# docs/results/2026-12-07b-h100/ to 2026-12-07q-h100/; persistent_cap's second build has not run
+# anywhere), kept in the repo so a fresh checkout has them. Jobs that ran are copied, as they ran,
+# into their results folders (docs/results/<date>-<device>/job.sh); the git history has every
+# earlier version of this file. One device call each (under 10 minutes).
 #
 # The package's own kernels (no JIT): carry [".device/py.tar.zst", ".device/install.sh",
 # ".device/zstd", "wan_fp4/kernels/prebuilt/sm90a"] (the folder carries its linked shims, which git
@@ -23,13 +24,13 @@
 #                bytes (torch's reductions, a Triton read) after an L2 flush (read_speed.py)
 #   prepass_ncu  the replayed 1,024-token call's statistics and quantise launches under ncu --set full
 #                (the report, its details page and its SASS source counters)
-#   persistent_cap  where a persistent CTA's per-unit cost lies (docs/SM90_GEN2.md item 64;
-#                persistent_cap.py): the counter-fed persistent kernel at 132 CTAs against the same kernel
-#                with its cap past the units (one unit a CTA), beside the package. First
+#   persistent_cap  the persistent kernel's second build (docs/SM90_GEN2.md item 65; persistent_cap.py):
+#                its first unit from the CTA's index, at 132 CTAs and with its cap past the units (one
+#                unit a CTA), beside the package; bits, then three launches on one pre-pass. First
 #                `git apply docs/results/next-h200/persistent_cap.diff` (hashed kernel sources: then
 #                `python3 scripts/build_prebuilt.py --only sm90 --sm90-config '{"persistent": 132, "fold": 1}'
 #                --sm90-config '{"persistent": 1000000, "fold": 1}' --sm90-config '{"persistent": 132}'
-#                --sm90-config '{"persistent": 1000000}'`, about 6 minutes), then the package's carry;
+#                --sm90-config '{"persistent": 1000000}'`, 2-6 minutes), then the package's carry;
 #                after the call revert the diff, delete the .so files and relink the committed kernels
 #
 # The one run with every peer (issue 16's table: FA4 BF16, cuDNN BF16 and FP8, SageAttention 2,

@@ -1,8 +1,9 @@
-"""Where a persistent CTA's per-unit cost lies (docs/SM90_GEN2.md item 64): the counter-fed
-persistent kernel capped at 132 CTAs against the same kernel with its cap past the launch's units
-(every CTA runs one unit, then finds none: the persistent code with no unit after the first), and
-the package. Bits first, then the whole call alternated in rounds from CUDA graphs (rounds.py).
-A job script, not part of the package."""
+"""The persistent kernel with its first unit from the CTA's index (docs/SM90_GEN2.md item 65): at
+132 CTAs and with its cap past the launch's units (every CTA runs one unit, then finds none, with
+no atomic), beside the package and cuDNN BF16. Bits first, with three launches on one pre-pass
+(the counter put back to 0 by each launch's last request), then the whole call alternated in
+rounds from CUDA graphs (rounds.py). The seventeenth run of 2026-12-07 ran the build before
+(`docs/results/2026-12-07q-h100/`). A job script, not part of the package."""
 import os
 import sys
 
@@ -12,7 +13,9 @@ sys.path.insert(0, os.getcwd())
 sys.path.insert(0, os.path.join(os.getcwd(), "docs/results/next-h200"))
 from rounds import alternated, inputs, row  # noqa: E402
 from wan_fp4.kernels.sm90 import host  # noqa: E402
+from wan_fp4.kernels.prepare import prepare_fp8  # noqa: E402
 from wan_fp4.kernels.sm90.config import length_config  # noqa: E402
+from wan_fp4.kernels.sm90.layout import v_layout_args  # noqa: E402
 
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 CAPS = {"persistent 132": 132, "one unit a CTA": 1_000_000}
@@ -30,6 +33,13 @@ if __name__ == "__main__":
         same = {n: torch.equal(host.run(q, k, v, "direct-p", config=config(q, c), prebuilt=True)[0].view(torch.int16),
                                base.view(torch.int16)) for n, c in CAPS.items()}
         print(f"bits B{shape[0]} S{shape[1]} H{shape[2]}: {same}", flush=True)
+        # three launches on one pre-pass: the last request of each puts the counter back to 0
+        ops = prepare_fp8(q, k, v, quantise_q=False, **v_layout_args("direct-p"))
+        again = [host.launch(ops, "direct-p", shape[-1], config=config(q, 132), prebuilt=True)[0] for _ in range(3)]
+        print(f"  three launches on one pre-pass, persistent 132: "
+              f"{all(torch.equal(o.view(torch.int16), base.view(torch.int16)) for o in again)}, counter "
+              f"{torch.as_strided(ops.range_stats, (6,), (1,)).view(torch.int32)[5].item()}",
+              flush=True)
     for shape in ((1, 1024, 40, 128), (1, 2048, 40, 128), (1, 4096, 40, 128)):
         b, s, h, d = shape
         q, k, v, writer, cudnn = inputs(shape)
