@@ -24,13 +24,16 @@
 #                bytes (torch's reductions, a Triton read) after an L2 flush (read_speed.py)
 #   prepass_ncu  the replayed 1,024-token call's statistics and quantise launches under ncu --set full
 #                (the report, its details page and its SASS source counters)
-#   persistent_cap  the persistent kernel's second build (docs/SM90_GEN2.md item 65; persistent_cap.py):
-#                its first unit from the CTA's index, at 132 CTAs and with its cap past the units (one
-#                unit a CTA), beside the package; bits, then three launches on one pre-pass. First
-#                `git apply docs/results/next-h200/persistent_cap.diff` (hashed kernel sources: then
-#                `python3 scripts/build_prebuilt.py --only sm90 --sm90-config '{"persistent": 132, "fold": 1}'
-#                --sm90-config '{"persistent": 1000000, "fold": 1}' --sm90-config '{"persistent": 132}'
-#                --sm90-config '{"persistent": 1000000}'`, 2-6 minutes), then the package's carry;
+#   persistent_cap  the persistent kernel's second build (docs/SM90_GEN2.md items 65-66; persistent_cap.py):
+#                its first unit from the CTA's index, at 132 CTAs, with its cap past the units (one unit
+#                a CTA) and at 132 CTAs with the next unit's Q rows loaded under the epilogue (q_ahead),
+#                beside the package; bits, with three launches on one pre-pass, then the whole call.
+#                First `git apply docs/results/next-h200/persistent_cap.diff` (hashed kernel sources:
+#                then `python3 scripts/build_prebuilt.py --only sm90` with `--sm90-config` for each of
+#                '{"persistent": 132, "fold": 1}' '{"persistent": 1000000, "fold": 1}'
+#                '{"persistent": 132, "q_ahead": true, "fold": 1}' '{"persistent": 132}'
+#                '{"persistent": 1000000}' '{"persistent": 132, "q_ahead": true}', about 5 minutes),
+#                then the package's carry (34 kernels: see that the call's 64 MiB still hold);
 #                after the call revert the diff, delete the .so files and relink the committed kernels
 #
 # The one run with every peer (issue 16's table: FA4 BF16, cuDNN BF16 and FP8, SageAttention 2,
@@ -153,7 +156,7 @@ in_model)
   ;;
 persistent_cap)
   # a persistent CTA's per-unit cost (persistent_cap.py; persistent_cap.diff applied and built)
-  ROUNDS=3 timeout 200 python3 docs/results/next-h200/persistent_cap.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
+  ROUNDS=3 timeout 300 python3 docs/results/next-h200/persistent_cap.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
     | tee $OUT/persistent_cap.txt
   ;;
 *)
