@@ -1,8 +1,8 @@
 # The device jobs for issue 16 still pending on an H200 (all ran on an H100 on 2026-12-07:
-# docs/results/2026-12-07b-h100/ to 2026-12-07q-h100/; persistent_cap's second build has not run
-# anywhere), kept in the repo so a fresh checkout has them. Jobs that ran are copied, as they ran,
-# into their results folders (docs/results/<date>-<device>/job.sh); the git history has every
-# earlier version of this file. One device call each (under 10 minutes).
+# docs/results/2026-12-07b-h100/ to 2026-12-07r-h100/), kept in the repo so a fresh checkout has
+# them. Jobs that ran are copied, as they ran, into their results folders
+# (docs/results/<date>-<device>/job.sh); the git history has every earlier version of this file.
+# One device call each (under 10 minutes).
 #
 # The package's own kernels (no JIT): carry [".device/py.tar.zst", ".device/install.sh",
 # ".device/zstd", "wan_fp4/kernels/prebuilt/sm90a"] (the folder carries its linked shims, which git
@@ -24,17 +24,6 @@
 #                bytes (torch's reductions, a Triton read) after an L2 flush (read_speed.py)
 #   prepass_ncu  the replayed 1,024-token call's statistics and quantise launches under ncu --set full
 #                (the report, its details page and its SASS source counters)
-#   persistent_cap  the persistent kernel's second build (docs/SM90_GEN2.md items 65-66; persistent_cap.py):
-#                its first unit from the CTA's index, at 132 CTAs, with its cap past the units (one unit
-#                a CTA) and at 132 CTAs with the next unit's Q rows loaded under the epilogue (q_ahead),
-#                beside the package; bits, with three launches on one pre-pass, then the whole call.
-#                First `git apply docs/results/next-h200/persistent_cap.diff` (hashed kernel sources:
-#                then `python3 scripts/build_prebuilt.py --only sm90` with `--sm90-config` for each of
-#                '{"persistent": 132, "fold": 1}' '{"persistent": 1000000, "fold": 1}'
-#                '{"persistent": 132, "q_ahead": true, "fold": 1}' '{"persistent": 132}'
-#                '{"persistent": 1000000}' '{"persistent": 132, "q_ahead": true}', about 5 minutes),
-#                then the package's carry (34 kernels: see that the call's 64 MiB still hold);
-#                after the call revert the diff, delete the .so files and relink the committed kernels
 #
 # The one run with every peer (issue 16's table: FA4 BF16, cuDNN BF16 and FP8, SageAttention 2,
 # the cuBLAS FP8 GEMM), on one machine, back to back (it keeps /tmp for 30 s after a call):
@@ -154,13 +143,8 @@ in_model)
   ROUNDS=4 timeout 300 python3 docs/results/2026-12-06l-h100/in_model.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
     | tee $OUT/in_model.txt
   ;;
-persistent_cap)
-  # a persistent CTA's per-unit cost (persistent_cap.py; persistent_cap.diff applied and built)
-  ROUNDS=3 timeout 300 python3 docs/results/next-h200/persistent_cap.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
-    | tee $OUT/persistent_cap.txt
-  ;;
 *)
-  echo "usage: job.sh dsl_part N|peers_a|peers_b|check_jit|short_rule|graph_spans|in_model|l2_traffic|prepass_ncu|q_bound|read_speed|persistent_cap"; exit 2
+  echo "usage: job.sh dsl_part N|peers_a|peers_b|check_jit|short_rule|graph_spans|in_model|l2_traffic|prepass_ncu|q_bound|read_speed"; exit 2
   ;;
 esac
 date -u +%H:%M:%S
