@@ -24,18 +24,16 @@
 #                bytes (torch's reductions, a Triton read) after an L2 flush (read_speed.py)
 #   prepass_ncu  the replayed 1,024-token call's statistics and quantise launches under ncu --set full
 #                (the report, its details page and its SASS source counters)
-#   persistent_cap  the persistent kernel's third build (docs/SM90_GEN2.md item 68; persistent_cap.py):
-#                fresh pipeline states per unit, at 132 CTAs, with its cap past the units (one unit a
-#                CTA) and at 132 CTAs with q_ahead, beside the package; bits, with three launches on one
-#                pre-pass, and the guard for key tiles not a multiple of 4; then the whole call.
-#                First `git apply docs/results/next-h200/persistent_cap.diff` (hashed kernel sources:
-#                then `python3 scripts/build_prebuilt.py --only sm90` with `--sm90-config` for each of
-#                '{"persistent": 132, "fold": 1}' '{"persistent": 1000000, "fold": 1}'
-#                '{"persistent": 132, "q_ahead": true, "fold": 1}' '{"persistent": 132}'
-#                '{"persistent": 1000000}' '{"persistent": 132, "q_ahead": true}', about 3 minutes),
-#                then the package's carry (34 kernels fit the call's 64 MiB with the tiny weights
-#                moved out); after the call revert the diff, delete the .so files and relink the
-#                committed kernels
+#   persistent_rule  the persistent kernel's third build (docs/SM90_GEN2.md items 68 and 70) against
+#                the package at the lengths a rule would cover (key tiles a multiple of 4): 1,024-32,760
+#                tokens and the text cross-attention (persistent_rule.py), bits first. First
+#                `git apply docs/results/next-h200/persistent_cap.diff` (hashed kernel sources: then
+#                `python3 scripts/build_prebuilt.py --only sm90` with `--sm90-config` for each of
+#                '{"persistent": 132, "fold": 1}' '{"persistent": 132, "q_ahead": true, "fold": 1}'
+#                '{"persistent": 132}' '{"persistent": 132, "q_ahead": true}', about 3 minutes, and
+#                link a shim for every kernel in the manifest: the script links the defaults' only),
+#                then the package's carry with the tiny weights moved out; after the call revert the
+#                diff, delete the .so files and relink the committed kernels
 #
 # The one run with every peer (issue 16's table: FA4 BF16, cuDNN BF16 and FP8, SageAttention 2,
 # the cuBLAS FP8 GEMM), on one machine, back to back (it keeps /tmp for 30 s after a call):
@@ -155,13 +153,13 @@ in_model)
   ROUNDS=4 timeout 300 python3 docs/results/2026-12-06l-h100/in_model.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
     | tee $OUT/in_model.txt
   ;;
-persistent_cap)
-  # a persistent CTA's per-unit cost (persistent_cap.py; persistent_cap.diff applied and built)
-  ROUNDS=3 timeout 300 python3 docs/results/next-h200/persistent_cap.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
-    | tee $OUT/persistent_cap.txt
+persistent_rule)
+  # where the persistent kernel's third build gains (persistent_rule.py; persistent_cap's diff and kernels)
+  ROUNDS=3 timeout 400 python3 docs/results/next-h200/persistent_rule.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
+    | tee $OUT/persistent_rule.txt
   ;;
 *)
-  echo "usage: job.sh dsl_part N|peers_a|peers_b|check_jit|short_rule|graph_spans|in_model|l2_traffic|prepass_ncu|q_bound|read_speed|persistent_cap"; exit 2
+  echo "usage: job.sh dsl_part N|peers_a|peers_b|check_jit|short_rule|graph_spans|in_model|l2_traffic|prepass_ncu|q_bound|read_speed|persistent_rule"; exit 2
   ;;
 esac
 date -u +%H:%M:%S
