@@ -6,10 +6,11 @@
 Per input family, the relative L2 error against exact attention of direct-p today (K's mean and
 V's channel scales over all keys), with K smoothed by its first 128 keys' mean, and with V's scale
 per 128-key block as well (one power of two for all channels, carried in the codes and the ones
-row): wan_fp4/eval/local_stats.py, docs/SM90_GEN2.md item 27. Synthetic: the Q/K families of
+row), and with V's scale per 128-key block and channel applied to each tile's PV partial:
+wan_fp4/eval/local_stats.py, docs/SM90_GEN2.md items 27 and 69. Synthetic: the Q/K families of
 issue 16's accuracy target with N(0,1) V, then V families (channel and token outliers, a large
 mean, a scale drifting along the keys) with N(0,1) Q, K; each over --seeds draws, with the
-per-seed ratio of the local variant's error to today's. --captured: every layer's self and cross
+per-seed ratio of each local variant's error to today's. --captured: every layer's self and cross
 attention of the trained model at its first, middle and last step, per kind and step.
 """
 from __future__ import annotations

@@ -38,6 +38,7 @@ def test_block_shifts_are_compensated(binades):
     v = v * factor[None, :, None, None]
     e = variant_errors(q, k, v)
     assert e["local"] < 1.5 * e["today"] < 0.15
+    assert e["block-channel V"] < 1.5 * e["today"]
 
 
 def test_v_families_and_bad_inputs():
@@ -50,3 +51,25 @@ def test_v_families_and_bad_inputs():
     wide = v * torch.exp2(torch.tensor([0.0, 9.0])).repeat_interleave(128)[None, :, None, None]
     with pytest.raises(ValueError, match="binades"):
         local_direct_p(v, v, wide, "local")
+
+
+def test_block_channel_scales_equal_to_the_channel_scales_give_the_same_output():
+    # every 128-key block reaches each channel's maximum over all keys: the scales are the same
+    # powers of two both ways, and scaling each tile's partial by one is exact
+    q, k, v = _qkv(300, 6)
+    v = v.clamp(-2.9, 2.9)
+    v[:, ::128] = 3.0 * torch.sign(torch.randn(v[:, ::128].shape, generator=torch.Generator().manual_seed(1)))
+    assert torch.equal(local_direct_p(q, k, v, "block-channel V"), local_direct_p(q, k, v, "first-block K mean"))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_block_channel_scales_follow_each_block_and_channel(seed):
+    # V scaled by its own power of two per 128-key block and channel (down to 2^-6): a scale applied
+    # to the wrong tile or channel would put the error far off; done right it loses nothing against
+    # one scale per channel over all keys
+    q, k, v = _qkv(4 * 128 - 17, 8 + seed)
+    g = torch.Generator().manual_seed(seed)
+    factor = torch.exp2(torch.randint(-6, 1, (4, 64), generator=g).float()).repeat_interleave(128, dim=0)
+    v = v * factor[None, : v.shape[1], None, :]
+    e = variant_errors(q, k, v)
+    assert e["block-channel V"] <= 1.05 * e["today"] < 0.1

@@ -22,6 +22,8 @@ against exact attention beside today's numerics. CPU is fine. What the block sca
 whose scale is below block 0's has its codes pushed down by 8 codes per binade, toward E4M3's
 subnormals and zero, so where such blocks carry the attention (text padding in cross attention:
 small V, most of the mass) the error grows many times (docs/SM90_GEN2.md item 27 has the figures).
+A scale per 128-key block and channel, applied to each tile's PV partial after the product, keeps
+every block's codes in range (its cost is in the kernel instead: docs/SM90_GEN2.md item 69).
 """
 from __future__ import annotations
 
@@ -32,7 +34,10 @@ import torch
 from .. import formats, reference
 from ..modes import DIRECT_P_HEADROOM, DIRECT_P_SLOPE, QK_SCALE_BLOCK, TILE_N, default_scale
 
-VARIANTS = ("today", "first-block K mean", "local")  # which statistics are taken from the first block
+# which statistics are local: none; K's mean from the first block; that, and V per 128-key block in the
+# codes ("local"); K's mean from the first block and V scaled per 128-key block and channel, each key
+# tile's PV partial scaled by its block's channel scales before it is added ("block-channel V")
+VARIANTS = ("today", "first-block K mean", "local", "block-channel V")
 
 
 def v_block_scales(vf: torch.Tensor):
@@ -46,8 +51,10 @@ def v_block_scales(vf: torch.Tensor):
 def local_direct_p(q, k, v, variant: str = "local", scale=None, headroom: float = DIRECT_P_HEADROOM / DIRECT_P_SLOPE):
     """Direct-p (B, S, H, D) in q.dtype with `variant`'s statistics: "today" (global K mean, V per
     channel: the numerics of reference.direct_p_headroom), "first-block K mean" (K smoothed by its
-    first 128 keys' mean, V per channel) or "local" (that, and V per 128-key block, its scale in
-    the codes and the ones row)."""
+    first 128 keys' mean, V per channel), "local" (that, and V per 128-key block, its scale in
+    the codes and the ones row) or "block-channel V" (K as "first-block K mean", V scaled per
+    128-key block and channel, which scales each key tile's PV partial per column before it is
+    added: a kernel's FFMA in place of fold 1's FADD, docs/SM90_GEN2.md item 69)."""
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
     reference.check_finite(q, k, v)
@@ -63,6 +70,15 @@ def local_direct_p(q, k, v, variant: str = "local", scale=None, headroom: float 
             raise ValueError(f"V's block scales reach {int(shift.abs().max())} binades from the first block's; "
                              "the ones row holds 2^-8 .. 2^8")
         v_out_scale = v_out_scale.unsqueeze(-1)  # (B, H, 1)
+    elif variant == "block-channel V":
+        nblk = -(-skv // TILE_N)
+        padded = torch.nn.functional.pad(vf, (0, 0, 0, 0, 0, nblk * TILE_N - skv))
+        v_tile_scale = reference.pow2_scale(padded.unflatten(1, (nblk, TILE_N)).abs().amax(dim=2))  # (B, nblk, H, D)
+        per_key = v_tile_scale.repeat_interleave(TILE_N, dim=1)[:, :skv]
+        v8 = formats.e4m3_encode(vf / per_key).view(torch.float8_e4m3fn)
+        v_tile_scale = v_tile_scale.transpose(1, 2)  # (B, H, nblk, D)
+        v_out_scale = torch.ones(b, h, 1)  # applied per tile instead
+        shift = torch.zeros(b, h, nblk, dtype=torch.int32)
     else:
         v_out_scale = reference.pow2_scale(vf.abs().amax(dim=1))  # (B, H, D)
         v8 = formats.e4m3_encode(vf / v_out_scale.unsqueeze(1)).view(torch.float8_e4m3fn)
@@ -86,7 +102,10 @@ def local_direct_p(q, k, v, variant: str = "local", scale=None, headroom: float 
         m_new = m_low + e
         alpha = torch.exp2(m - m_new)
         p = formats.e4m3_decode(reference.direct_p_bytes(t))
-        acc = acc * alpha.unsqueeze(-1) + torch.matmul(p, v8[:, :, keys])
+        pv = torch.matmul(p, v8[:, :, keys])
+        if variant == "block-channel V":
+            pv = pv * v_tile_scale[:, :, tile].unsqueeze(2)  # powers of two: exact
+        acc = acc * alpha.unsqueeze(-1) + pv
         l = l * alpha + p.sum(dim=-1) * torch.exp2(-e)
         m = m_new
     out = acc * v_out_scale.unsqueeze(2) / l.unsqueeze(-1)

@@ -34,6 +34,12 @@
 #                link a shim for every kernel in the manifest: the script links the defaults' only),
 #                then the package's carry with the tiny weights moved out; after the call revert the
 #                diff, delete the .so files and relink the committed kernels
+#   block_stats  with persistent_cap's diff and kernels as for persistent_rule: the pre-pass item 72
+#                asks the contract for (no statistics launch; K less its first 128 keys' mean, V per
+#                128-key block and channel), the kernel not applying V's block scales (wrong numbers,
+#                the time only), beside the package, the kernel alone and cuDNN BF16, with the
+#                package's kernel and the persistent one, then with K's own block means
+#                (block_stats.py)
 #
 # The one run with every peer (issue 16's table: FA4 BF16, cuDNN BF16 and FP8, SageAttention 2,
 # the cuBLAS FP8 GEMM), on one machine, back to back (it keeps /tmp for 30 s after a call):
@@ -153,13 +159,23 @@ in_model)
   ROUNDS=4 timeout 300 python3 docs/results/2026-12-06l-h100/in_model.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
     | tee $OUT/in_model.txt
   ;;
+block_stats)
+  # item 72's pre-pass timed (block_stats.py): K less its first block's mean, V per block and channel,
+  # the kernel not applying V's block scales (wrong numbers, the time only); then K's own block means
+  # (OWN=1, the twentieth run's); each with the package's kernel and the persistent one
+  for own in 0 1; do for extra in '{}' '{"persistent": 132}'; do
+    echo "OWN=$own EXTRA=$extra"
+    OWN=$own EXTRA="$extra" ROUNDS=3 timeout 150 python3 docs/results/next-h200/block_stats.py 2>&1 \
+      | grep -v -E "skipped inside|UserWarning|_warn_once" | tee -a $OUT/block_stats.txt
+  done; done
+  ;;
 persistent_rule)
   # where the persistent kernel's third build gains (persistent_rule.py; persistent_cap's diff and kernels)
   ROUNDS=3 timeout 400 python3 docs/results/next-h200/persistent_rule.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
     | tee $OUT/persistent_rule.txt
   ;;
 *)
-  echo "usage: job.sh dsl_part N|peers_a|peers_b|check_jit|short_rule|graph_spans|in_model|l2_traffic|prepass_ncu|q_bound|read_speed|persistent_rule"; exit 2
+  echo "usage: job.sh dsl_part N|peers_a|peers_b|check_jit|short_rule|graph_spans|in_model|l2_traffic|prepass_ncu|q_bound|read_speed|persistent_rule|block_stats"; exit 2
   ;;
 esac
 date -u +%H:%M:%S
