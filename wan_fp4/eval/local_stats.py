@@ -64,6 +64,9 @@ def local_direct_p(q, k, v, variant: str = "local", scale=None, headroom: float 
     k_mean = reference.key_mean(k if variant == "today" else k[:, :QK_SCALE_BLOCK])
     k8, k_scale = reference.quantize_blocks(kf - k_mean.unsqueeze(1))
     b, skv, h, d = k.shape
+    nblk = -(-skv // TILE_N)
+    shift = torch.zeros(b, h, nblk, dtype=torch.int32)  # per key tile: its codes' bias raised by 8 shift
+    tile_scale = torch.ones(b, h, nblk, 1)  # per key tile: its PV partial's column scales
     if variant == "local":
         v8, v_out_scale, shift = v_block_scales(vf)
         if shift.abs().max() > 8:  # 2^-e in the ones row: E4M3 holds powers of two 2^-9 .. 2^8
@@ -71,18 +74,14 @@ def local_direct_p(q, k, v, variant: str = "local", scale=None, headroom: float 
                              "the ones row holds 2^-8 .. 2^8")
         v_out_scale = v_out_scale.unsqueeze(-1)  # (B, H, 1)
     elif variant == "block-channel V":
-        nblk = -(-skv // TILE_N)
         padded = torch.nn.functional.pad(vf, (0, 0, 0, 0, 0, nblk * TILE_N - skv))
-        v_tile_scale = reference.pow2_scale(padded.unflatten(1, (nblk, TILE_N)).abs().amax(dim=2))  # (B, nblk, H, D)
-        per_key = v_tile_scale.repeat_interleave(TILE_N, dim=1)[:, :skv]
-        v8 = formats.e4m3_encode(vf / per_key).view(torch.float8_e4m3fn)
-        v_tile_scale = v_tile_scale.transpose(1, 2)  # (B, H, nblk, D)
+        block_scale = reference.pow2_scale(padded.unflatten(1, (nblk, TILE_N)).abs().amax(dim=2))  # (B, nblk, H, D)
+        v8 = formats.e4m3_encode(vf / block_scale.repeat_interleave(TILE_N, dim=1)[:, :skv]).view(torch.float8_e4m3fn)
+        tile_scale = block_scale.transpose(1, 2)  # (B, H, nblk, D)
         v_out_scale = torch.ones(b, h, 1)  # applied per tile instead
-        shift = torch.zeros(b, h, nblk, dtype=torch.int32)
     else:
         v_out_scale = reference.pow2_scale(vf.abs().amax(dim=1))  # (B, H, D)
         v8 = formats.e4m3_encode(vf / v_out_scale.unsqueeze(1)).view(torch.float8_e4m3fn)
-        shift = torch.zeros(b, h, -(-skv // TILE_N), dtype=torch.int32)
     reference.check_score_range("direct-p", c, q8.transpose(1, 2), q_scale.transpose(1, 2), k8.transpose(1, 2),
                                 k_scale.transpose(1, 2))
     q8, k8, v8 = (t.transpose(1, 2).to(torch.float32) for t in (q8, k8, v8))
@@ -102,9 +101,7 @@ def local_direct_p(q, k, v, variant: str = "local", scale=None, headroom: float 
         m_new = m_low + e
         alpha = torch.exp2(m - m_new)
         p = formats.e4m3_decode(reference.direct_p_bytes(t))
-        pv = torch.matmul(p, v8[:, :, keys])
-        if variant == "block-channel V":
-            pv = pv * v_tile_scale[:, :, tile].unsqueeze(2)  # powers of two: exact
+        pv = torch.matmul(p, v8[:, :, keys]) * tile_scale[:, :, tile].unsqueeze(2)  # powers of two: exact
         acc = acc * alpha.unsqueeze(-1) + pv
         l = l * alpha + p.sum(dim=-1) * torch.exp2(-e)
         m = m_new
