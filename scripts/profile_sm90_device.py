@@ -298,13 +298,13 @@ def floor(lengths=(1024, 4096), calls=20):
         q, k, v = _rand(b, s, h, d), _rand(b, s, h, d), _rand(b, s, h, d)
         qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
         ops, out, lse = _operands(q, k, v, mode)
-        range_stats = torch.empty(prepare.RANGE_STATS, dtype=torch.float32, device="cuda")
+        stats_words = torch.empty(prepare.UNIT_COUNTER + 1, dtype=torch.float32, device="cuda")
 
         def kernel():
             sm90.launch(ops, mode, d, out=out, lse=lse, prebuilt=True)
 
         def column_stats():  # the partials every code waits for (their totals may ride in the quantise launch)
-            prepare._column_partials(k, v, range_stats)
+            prepare._column_partials(k, v, stats_words)
 
         def cudnn_bf16():
             with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):

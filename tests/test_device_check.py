@@ -244,34 +244,47 @@ def test_a_split_tail_config_is_checked_against_the_reference_in_the_kernels_seg
 
 
 def test_the_plain_sm90_cases_launch_as_the_package_does(monkeypatch):
-    """The check's cases with no config of their own run what a user's call runs: at short lengths
-    the short launches' kernels (config.length_config), elsewhere the defaults. An empty config
-    would choose the defaults explicitly, and the short kernels would never meet the reference.
-    The case's line names the short options it ran."""
+    """The check's cases with no config of their own run what a user's call runs: their lengths'
+    kernels (config.length_config: short and persistent), elsewhere the defaults, on the operands
+    host.run gives them (direct-p: Q's codes left to the kernel). An empty config would choose the
+    defaults explicitly, and those kernels would never meet the reference. The case's line names
+    the options it ran; the LSE's shift comes from Q's codes made by the pre-pass."""
     from types import SimpleNamespace
 
     from wan_fp4.kernels import prepare, sm90
 
-    launched = []
-    monkeypatch.setattr(prepare, "prepare_fp8", lambda q, k, v, **kw: SimpleNamespace(seq_q=q.shape[1], seq_kv=k.shape[1]))
-    monkeypatch.setattr(sm90, "launch", lambda ops, mode, d, config=None, **kw: launched.append((mode, d, config)))
-    monkeypatch.setattr(sm90, "lse_shift", lambda ops, d: 0.0)
+    launched, prepared, shifted = [], [], []
+
+    def prepare_fp8(q, k, v, quantise_q=True, **kw):
+        prepared.append(quantise_q)
+        return SimpleNamespace(seq_q=q.shape[1], seq_kv=k.shape[1], q8=q if quantise_q else None)
+
+    monkeypatch.setattr(prepare, "prepare_fp8", prepare_fp8)
+    monkeypatch.setattr(sm90, "launch", lambda ops, mode, d, config=None, **kw: launched.append((mode, d, config, ops)))
+    monkeypatch.setattr(sm90, "lse_shift", lambda ops, d: shifted.append(ops) or 0.0)
     plain = [c for c in D.cases("full", ["sm90-cute"]) if c.probe == "attention" and not c.options.get("config")]
     for shape, named in (((1, 100, 77, 2, 128), {"direct-p": '{"fold":1}', "fp8": '{"fold":1}'}),
                          ((2, 700, 700, 3, 64), {"direct-p": '{"fold":1}', "fp8": None}),
-                         ((1, 200, 1300, 2, 128), {"direct-p": None, "fp8": None})):
+                         ((1, 200, 1300, 2, 128), {"direct-p": None, "fp8": None}),
+                         ((2, 1000, 1000, 3, 128), {"direct-p": '{"fold":1,"persistent":132}', "fp8": '{"fold":1}'}),
+                         ((1, 1500, 1500, 24, 128), {"direct-p": '{"persistent":132}', "fp8": None})):
         for mode in ("direct-p", "fp8"):
             case = next(c for c in plain if c.mode == mode and c.shape == shape)
             q, k, v = (torch.randn(shape[0], s, shape[3], shape[4]).to(torch.bfloat16)
                        for s in (shape[1], shape[2], shape[2]))
+            prepared.clear()
             extra = D._launch_sm90(q, k, v, case, type("Ctx", (), {"prebuilt": None})())[2]
-            assert launched[-1] == (mode, shape[4], None), case.name
+            assert launched[-1][:3] == (mode, shape[4], None), case.name
             assert extra.get("short") == named[mode], case.name
+            # direct-p's kernel makes Q's codes; its shift then reads the pre-pass's
+            assert prepared == ([False, True] if mode == "direct-p" else [True]), case.name
+            assert (launched[-1][3].q8 is None) == (mode == "direct-p") and shifted[-1].q8 is not None
 
 
 def test_prebuilt_is_compared_with_jit_for_the_defaults_and_the_short_kernels(monkeypatch):
-    """The prebuilt == JIT probe runs at a short length, where a plain call takes the short kernel:
-    it compares that kernel and the defaults' (named explicitly), prebuilt and JIT each."""
+    """The prebuilt == JIT probe runs at a short length, where a plain call takes its lengths' kernel
+    (short, and for direct-p D128 persistent): it compares that kernel and the defaults' (named
+    explicitly), prebuilt and JIT each."""
     from types import SimpleNamespace
 
     from wan_fp4.kernels import prepare, sm90
@@ -284,11 +297,12 @@ def test_prebuilt_is_compared_with_jit_for_the_defaults_and_the_short_kernels(mo
         lse.zero_()
 
     monkeypatch.setattr(D, "_dsl_installed", lambda: True)
-    monkeypatch.setattr(prepare, "prepare_fp8", lambda q, k, v, **kw: SimpleNamespace(seq_q=q.shape[1], seq_kv=k.shape[1]))
+    monkeypatch.setattr(prepare, "prepare_fp8", lambda q, k, v, quantise_q=True, **kw: SimpleNamespace(
+        seq_q=q.shape[1], seq_kv=k.shape[1], q8=q if quantise_q else None))
     monkeypatch.setattr(sm90, "launch", launch)
     probes = {(c.mode, c.shape[-1]): c for c in D.cases("full", ["sm90-cute"]) if c.probe == "prebuilt-jit"}
     ctx = type("Ctx", (), {"device": torch.device("cpu")})()
-    for (mode, d), short in ((("direct-p", 128), {"fold": 1}), (("fp8", 128), {"fold": 1}),
+    for (mode, d), short in ((("direct-p", 128), {"fold": 1, "persistent": 132}), (("fp8", 128), {"fold": 1}),
                              (("direct-p", 64), {"fold": 1}), (("fp8", 64), None)):
         launched.clear()
         metrics, detail = D.probe_prebuilt_jit(probes[mode, d], ctx)

@@ -282,6 +282,21 @@ def _edge_inputs(kind, b, sq, skv, h, d, seed):
     return q.bfloat16(), k.bfloat16(), v.bfloat16()
 
 
+def test_statistics_launch_zeroes_the_range_statistics_and_the_unit_counter_after_them():
+    """The sm90 persistent kernel takes its units from the Int32 word after range_stats
+    (UNIT_COUNTER): the statistics launch zeroes it with them, and the pre-pass allocates it there."""
+    g = torch.Generator().manual_seed(3)
+    k, v = (torch.randn(1, 300, 2, 64, generator=g).bfloat16() for _ in range(2))
+    words = torch.full((prepare.UNIT_COUNTER + 2,), 7.0)
+    prepare._column_partials(k, v, words)
+    assert words[: prepare.UNIT_COUNTER + 1].tolist() == [0.0] * (prepare.UNIT_COUNTER + 1)
+    assert words[-1] == 7.0  # the launch writes nothing past the counter
+    ops = prepare.prepare_fp8(k, k, v, backend="triton", quantise_q=False)
+    storage = ops.range_stats.untyped_storage()
+    assert ops.range_stats.numel() == prepare.RANGE_STATS
+    assert storage.data_ptr() + storage.nbytes() - ops.range_stats.data_ptr() >= 4 * (prepare.UNIT_COUNTER + 1)
+
+
 @pytest.mark.parametrize("kind", ["zeros", "huge", "tiny", "mixed"])
 @pytest.mark.parametrize("d", [64, 128])
 def test_one_launch_pre_pass_matches_torch_and_reference_at_the_edges(kind, d):

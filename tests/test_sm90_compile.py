@@ -638,10 +638,12 @@ def test_prebuilt_kernel_without_the_dsl_counts_as_available_only_once_linkable(
             assert all(not ok and "nvidia-cutlass-dsl" in why for ok, why in answers())
         assert answers() == [(True, "")] * 4  # linked on first use
         linked = sorted(cache.rglob("*.so"))
-        # every kernel a launch may pick: the split kernels and their plain ones, short launches'
+        # every kernel a launch may pick: the split kernels and their plain ones, short and persistent
+        # launches'
         assert [p.name for p in linked] == sorted(f"lib{aot.kernel_name(mode, d, cfg)}.so" for mode in ("direct-p", "fp8")
                                                   for d in (64, 128) for cfg in sm90.default_kernels(mode, d))
-        assert len(linked) == 22  # direct-p's 8 at each D (Q's codes made in the kernel or read), fp8's 4 + 2
+        # direct-p's 8 at each D (Q's codes made in the kernel or read) and D128's 4 persistent, fp8's 4 + 2
+        assert len(linked) == 26
         for so in linked:  # brought along in the prebuilt folder, as for the H200
             shutil.move(so, folder / so.name)
         with monkeypatch.context() as m:
@@ -857,10 +859,10 @@ def test_short_launches_run_the_smaller_kernel_unless_the_caller_names_a_config(
     from wan_fp4.kernels.sm90 import aot
 
     for args in (("direct-p", 128, 1024, 1024), ("direct-p", 64, 320, 320), ("fp8", 128, 1024, 1000)):
-        assert sm90.length_config(*args) == {"fold": 1}, args
+        assert sm90.length_config(*args).get("fold") == 1, args
     for args in (("direct-p", 128, 1025, 1024), ("direct-p", 128, 32760, 512), ("fp8", 128, 1024, 1025),
                  ("fp8", 64, 320, 320)):
-        assert sm90.length_config(*args) == {}, args  # longer, Wan's cross attention, fp8 at D64
+        assert "fold" not in sm90.length_config(*args), args  # longer, Wan's cross attention, fp8 at D64
     folder = aot.PREBUILT.directory
     small = (folder / f"{aot.kernel_name('direct-p', 128, {'fold': 1})}.o").stat().st_size
     assert small < 0.75 * (folder / f"{aot.kernel_name('direct-p', 128)}.o").stat().st_size
@@ -874,6 +876,92 @@ def test_short_launches_run_the_smaller_kernel_unless_the_caller_names_a_config(
     # operands with Q's codes (a full pre-pass): the kernels that read them (quant_q 0)
     assert calls == [aot.kernel_name("direct-p", 128, {"fold": 1, "tail_rows": False, "quant_q": 0}),
                      aot.kernel_name("direct-p", 128, {"tail_rows": False, "quant_q": 0})]
+
+
+def test_persistent_launches_where_measured_and_only_where_every_unit_starts_afresh(monkeypatch):
+    """Measured faster inside the whole call (BENCHMARKS.md, 2026-12-07 nineteenth run, H100; the same
+    bits): direct-p D128 with both lengths at most 4,096 tokens and key tiles a multiple of 4 runs a
+    persistent grid of 132 CTAs; other lengths, D64 and fp8 keep one unit a CTA. The launch takes
+    the kernel that makes Q's codes, refuses key counts whose units would not start at stage 0, and
+    refuses statistics without room for the unit counter after them (its atomics would land on
+    memory the operands do not own)."""
+    import dataclasses
+    import types
+
+    from wan_fp4.kernels import prepare
+    from wan_fp4.kernels.sm90 import aot, host
+    from wan_fp4.kernels.sm90.config import PERSISTENT_CTAS
+    from wan_fp4.kernels.sm90.kernel import UNIT_COUNTER
+    from wan_fp4.kernels.sm90.layout import v_layout_args
+
+    assert UNIT_COUNTER == prepare.UNIT_COUNTER == prepare.RANGE_STATS and PERSISTENT_CTAS == 132
+    for s_q, s_kv in ((1024, 1024), (1000, 1000), (77, 512), (2048, 2048), (4096, 3000), (300, 4096)):
+        assert sm90.length_config("direct-p", 128, s_q, s_kv)["persistent"] == 132, (s_q, s_kv)
+    for mode, d, s_q, s_kv in (("direct-p", 128, 1100, 1100), ("direct-p", 128, 4097, 4097),
+                               ("direct-p", 128, 32760, 32760), ("direct-p", 128, 32760, 512),
+                               ("direct-p", 128, 640, 640), ("direct-p", 64, 1024, 1024), ("fp8", 128, 1024, 1024)):
+        assert "persistent" not in sm90.length_config(mode, d, s_q, s_kv), (mode, d, s_q, s_kv)
+    # every kernel a rule can pick is prebuilt (default_kernels), the persistent ones direct-p D128's alone
+    for mode in sm90.SUPPORTED_MODES:
+        for d in sm90.SUPPORTED_HEAD_DIMS:
+            persistent = [c for c in sm90.default_kernels(mode, d) if c["persistent"]]
+            assert len(persistent) == (4 if (mode, d) == ("direct-p", 128) else 0), (mode, d)
+            assert all(c["quant_q"] for c in persistent)
+    launched = []
+    monkeypatch.setattr(host.PREBUILT, "run_or_jit", lambda name, args, *a, **k: launched.append((name, args)))
+    monkeypatch.setattr(host.torch.cuda, "current_stream", lambda device=None: types.SimpleNamespace(cuda_stream=0))
+    g = torch.Generator().manual_seed(0)
+    for (s, h), name in (((1024, 40), {"fold": 1, "persistent": 132}), ((2048, 3), {"persistent": 132})):
+        q = torch.randn(1, s, h, 128, generator=g).bfloat16()
+        ops = prepare.prepare_fp8(q, q, q, backend="torch", **v_layout_args("direct-p"))
+        host.launch(ops, "direct-p", 128)  # Q's codes from the pre-pass: no persistent kernel reads them
+        assert "persistent" not in launched[-1][0] and "_quant_q0" in launched[-1][0]
+        words = torch.zeros(prepare.UNIT_COUNTER + 1)
+        ops = dataclasses.replace(ops, q8=None, q_source=q, range_stats=words[: prepare.RANGE_STATS])
+        host.launch(ops, "direct-p", 128)
+        split = launched[-1][1][15]  # after 11 pointers and b, h, s_q, s_kv
+        cfg = {**name, **({} if split else {"tail_rows": False})}
+        assert launched[-1][0] == aot.kernel_name("direct-p", 128, cfg), (s, h)
+        # the statistics of the torch path have no counter word after them
+        with pytest.raises(ValueError, match="ops.range_stats: persistent needs"):
+            host.launch(dataclasses.replace(ops, range_stats=torch.zeros(prepare.RANGE_STATS)), "direct-p", 128)
+    q = torch.randn(1, 1100, 2, 128, generator=g).bfloat16()
+    ops = prepare.prepare_fp8(q, q, q, backend="torch", **v_layout_args("direct-p"))
+    ops = dataclasses.replace(ops, q8=None, q_source=q, range_stats=torch.zeros(8)[: prepare.RANGE_STATS])
+    host.launch(ops, "direct-p", 128)
+    assert "persistent" not in launched[-1][0]  # 9 key tiles: the rule leaves it to one unit a CTA
+    with pytest.raises(ValueError, match="persistent needs key tiles .* got 9 for 1100 keys"):
+        host.launch(ops, "direct-p", 128, config={"persistent": 132})
+
+
+def test_persistent_kernel_takes_units_from_the_counter_and_keeps_the_main_loop():
+    """persistent (config.length_config's short direct-p D128 launches): a grid capped at the
+    option's CTAs, whose producer warp asks the counter for each next unit with one atomic add (and
+    one more, the last request's, that puts it back to 0); nothing spills; with fresh pipeline
+    states per unit the main loop's waits name constant barriers, so a key tile costs within 1% of
+    the one-unit kernel's instructions (docs/SM90_GEN2.md item 68)."""
+    from wan_fp4.eval.sass_profile import find_cuobjdump, profile
+
+    for cfg in ({"persistent": 132}, {"fold": 1, "persistent": 132}):
+        ptx = ptx_of(compile_kernel("direct-p", 128, **cfg, options=KEEP))
+        plain = ptx_of(compile_kernel("direct-p", 128, **{**cfg, "persistent": 0}, options=KEEP))
+        adds = re.findall(r"\batom(\.\w+)*\.add\.[su]32", ptx)
+        assert len(adds) == 2 and not re.findall(r"\batom(\.\w+)*\.add\.[su]32", plain), cfg
+        assert not re.search(r"\b(ld|st)\.local", ptx), "register spills to local memory"
+    if find_cuobjdump() is None:
+        pytest.skip("no cuobjdump (CUDA toolkit or triton) to disassemble the cubin")
+    base = profile("direct-p", 128)["loop"].steady_counts
+    units = profile("direct-p", 128, persistent=132)["loop"].steady_counts
+    assert units["wgmma"] == base["wgmma"]
+    assert sum(units.values()) <= 1.01 * sum(base.values()), (sum(units.values()), sum(base.values()))
+
+
+def test_persistent_refusals():
+    from wan_fp4.kernels.sm90.kernel import Sm90Attention
+
+    for options in ({"quant_q": 0}, {"split_tail": True}, {"pingpong": 2}, {"cluster": 2}):
+        with pytest.raises(ValueError, match="persistent needs quant_q and excludes"):
+            Sm90Attention("direct-p", 128, **{"quant_q": 2, "pdl": True, "persistent": 132, **options})
 
 
 def test_split_tail_is_fp8s_default_with_its_plain_kernel_beside_it():

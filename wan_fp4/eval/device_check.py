@@ -170,6 +170,18 @@ def _config_text(config: dict) -> str:
 
 
 # ------------------------------------------------------------------------- each family's launch
+def _sm90_operands(q, k, v, mode: str, config: dict):
+    """The operands a plain call (sm90 host.run) gives a launch of `config` (options over the
+    defaults): Q's codes left to the kernel where the config has quant_q and q allows it
+    (host.kernel_makes_q), else made by the pre-pass. So the check runs the kernels a user's call
+    runs (quant_q, and persistent, which needs it)."""
+    from ..kernels.prepare import prepare_fp8
+    from ..kernels.sm90.host import kernel_makes_q
+    from ..kernels.sm90.layout import v_layout_args
+
+    return prepare_fp8(q, k, v, quantise_q=not kernel_makes_q(q, mode, config), **v_layout_args(mode))
+
+
 def _launch_sm90(q, k, v, case, ctx):
     from ..kernels import sm90
     from ..kernels.prepare import prepare_fp8
@@ -177,16 +189,21 @@ def _launch_sm90(q, k, v, case, ctx):
     from ..kernels.sm90.layout import v_layout_args
 
     b, sq, h, d = q.shape
-    ops = prepare_fp8(q, k, v, **v_layout_args(case.mode))
-    out, lse = _out_lse(b, sq, h, d, q.device)
-    # an empty config is the package's own launch: short lengths take their options (length_config),
+    # an empty config is the package's own launch: its lengths take their options (length_config),
     # named on the case's line so that the output says which kernel ran
     config = case.options.get("config") or None
-    short = length_config(case.mode, d, ops.seq_q, ops.seq_kv) if config is None else {}
+    length = length_config(case.mode, d, sq, k.shape[1]) if config is None else {}
+    ops = _sm90_operands(q, k, v, case.mode, length if config is None else config)
+    out, lse = _out_lse(b, sq, h, d, q.device)
     sm90.launch(ops, case.mode, d, config=config, out=out, lse=lse, prebuilt=ctx.prebuilt)
     _sync(q.device)
-    extra = {"short": _config_text(short)} if short else {}
-    return out, lse + sm90.lse_shift(ops, d), extra  # the reference adds back the K-smoothing shift
+    if ops.q8 is not None:
+        length.pop("persistent", None)  # a kernel that reads Q's codes ran (host.launch)
+    extra = {"short": _config_text(length)} if length else {}
+    # the reference adds back the K-smoothing shift, which reads Q's codes: where the kernel made
+    # them, the pre-pass's (the same bits) give it
+    coded = ops if ops.q8 is not None else prepare_fp8(q, k, v, **v_layout_args(case.mode))
+    return out, lse + sm90.lse_shift(coded, d), extra
 
 
 def _launch_triton(q, k, v, case, ctx):
@@ -328,19 +345,18 @@ def _dsl_installed() -> bool:
 
 def probe_prebuilt_jit(case, ctx):
     """The prebuilt (AOT, C shim) sm90 kernels equal the JIT ones bit for bit: the defaults' and,
-    where the case's lengths are short enough to take them, the short launches' (config.SHORT_CONFIG),
-    so that every kernel a plain call may run is compared."""
+    where the case's lengths take options of their own (config.length_config: the short and the
+    persistent kernels), those, on the operands a plain call gives them (_sm90_operands), so that
+    every kernel a plain call may run is compared."""
     from ..kernels import sm90
-    from ..kernels.prepare import prepare_fp8
     from ..kernels.sm90.config import length_config
-    from ..kernels.sm90.layout import v_layout_args
 
     if not _dsl_installed():
         raise Skip("nvidia-cutlass-dsl is not installed: no JIT kernel to compare the prebuilt one with")
     q, k, v = make_inputs(case, ctx.device)
     b, sq, h, d = q.shape
-    ops = prepare_fp8(q, k, v, **v_layout_args(case.mode))
-    short = length_config(case.mode, d, ops.seq_q, ops.seq_kv)
+    short = length_config(case.mode, d, sq, k.shape[1])
+    ops = _sm90_operands(q, k, v, case.mode, short)
     configs = [{}] + ([short] if short else [])
     m, said = {"differing": 0, "nan": 0}, []
     for config in configs:
@@ -649,7 +665,10 @@ def _sm90(suite, configs):
               # 6 and 11 key tiles: with the others' 1, 4, 8, 33, 60 and 256, the overlapped
               # schedule's tail runs every remainder of a fold group of four (fold=4), not only of two
               ("B1 H2 Sq200 Skv700", (1, 200, 700, 2, 128), ()),
-              ("B1 H2 Sq200 Skv1300", (1, 200, 1300, 2, 128), ())]
+              ("B1 H2 Sq200 Skv1300", (1, 200, 1300, 2, 128), ()),
+              # direct-p's persistent grid (config.length_config) past its first units: 288 units
+              # (12 query tiles, the last partial, of 24 heads) over 132 CTAs, handed out by the counter
+              ("B1 H24 S1500", (1, 1500, 1500, 24, 128), ())]
     if suite == "quick":
         shapes = [shapes[3], ("D64 B1 H2 Sq100 Skv77", (1, 100, 77, 2, 64), ())]
     for mode in _modes("sm90-cute"):

@@ -71,6 +71,9 @@ except ImportError:  # pragma: no cover - an older Triton: the launches stay pla
 
 
 RANGE_STATS = 5  # PreparedFP8.range_stats: Q and K scale maxima, then Q, K, V non-finite flags
+# the Int32 word after them, zeroed with them by the statistics launch: the sm90 persistent kernel's
+# unit counter (kernel.UNIT_COUNTER), which its last request puts back to 0
+UNIT_COUNTER = RANGE_STATS
 # the quantise launch's length arguments, compiled as arguments even when 1 (see _quant_kernel)
 LENGTH_ARGS = ("Sq", "Skv", "nq", "nk", "n_chunks")
 
@@ -261,7 +264,7 @@ def _torch_range_stats(q, k, v, q_scale, k_scale) -> torch.Tensor:
 # ----------------------------------------------------------------------------------- Triton path
 if triton is not None:
     _INV_E4M3_MAX = tl.constexpr(1.0 / E4M3_MAX)  # compile-time constants of the kernels
-    _RANGE_STATS = tl.constexpr(RANGE_STATS)
+    _STATS_WORDS = tl.constexpr(UNIT_COUNTER + 1)
 
     @triton.jit
     def _max_nan(a, b):
@@ -503,7 +506,7 @@ if triton is not None:
         tl.store(vmax_ptr + out, tl.reduce(vmax, 0, _max_nan), mask=offs_d < D)
         if (chunk == 0) & (bh == 0):
             offs = tl.arange(0, 8)
-            tl.store(stats_ptr + offs, tl.zeros((8,), tl.float32), mask=offs < _RANGE_STATS)
+            tl.store(stats_ptr + offs, tl.zeros((8,), tl.float32), mask=offs < _STATS_WORDS)
 
     @triton.jit
     def _column_totals_kernel(ksum_ptr, vmax_ptr, mean_ptr, amax_ptr, S, n_chunks,
@@ -653,11 +656,11 @@ def _pdl(t: torch.Tensor) -> bool:
             and _capability(t.device) >= (9, 0))
 
 
-def _column_partials(k, v, range_stats, programs=None, pdl=False):
+def _column_partials(k, v, stats_words, programs=None, pdl=False):
     """The column statistics' first launch: per key chunk of each (b, h), the float64 sum of K and
-    the max |V|, as (ksum, vmax, n_chunks), each (B*H, n_chunks, D); it also zeroes range_stats
-    (see _quant_kernel). programs: (warps, keys) of each program (default `stats_programs`); pdl:
-    let the next launch start at once (see _pdl)."""
+    the max |V|, as (ksum, vmax, n_chunks), each (B*H, n_chunks, D); it also zeroes stats_words
+    (range_stats, then UNIT_COUNTER; see _quant_kernel). programs: (warps, keys) of each program
+    (default `stats_programs`); pdl: let the next launch start at once (see _pdl)."""
     B, S, H, D = k.shape
     warps, chunk = stats_programs(S, B * H, _sm_count(k.device)) if programs is None else programs
     rows = warps * STATS_WARP_ROWS
@@ -668,7 +671,7 @@ def _column_partials(k, v, range_stats, programs=None, pdl=False):
     part = (B * H, n_chunks, D)
     ksum, vmax = _carve(torch.float64, k.device, part, part)
     vmax = vmax.view(-1).view(torch.float32)[: math.prod(part)].view(part)  # float32, in half the room
-    _column_stats_kernel[(n_chunks, B * H)](k, v, ksum, vmax, range_stats, S, H, n_chunks, chunk, *k.stride(),
+    _column_stats_kernel[(n_chunks, B * H)](k, v, ksum, vmax, stats_words, S, H, n_chunks, chunk, *k.stride(),
                                             *v.stride(), D=D, BLOCK_D=triton.next_power_of_2(D), ROWS=rows, PDL=pdl,
                                             num_warps=warps, maxnreg=STATS_MAXNREG)
     return ksum, vmax, n_chunks
@@ -693,8 +696,8 @@ def _column_stats_triton(k, v, programs=None):
     """(K mean, V channel amax) of the two statistics launches, in fresh tensors; programs: see
     _column_partials."""
     B, S, H, D = k.shape
-    k_mean, v_amax, range_stats = _carve(torch.float32, k.device, (B, H, D), (B, H, D), (RANGE_STATS,))
-    ksum, vmax, n_chunks = _column_partials(k, v, range_stats, programs)
+    k_mean, v_amax, stats_words = _carve(torch.float32, k.device, (B, H, D), (B, H, D), (UNIT_COUNTER + 1,))
+    ksum, vmax, n_chunks = _column_partials(k, v, stats_words, programs)
     _column_totals_into(ksum, vmax, n_chunks, k_mean, v_amax, S)
     return k_mean, v_amax
 
@@ -734,10 +737,11 @@ def _prepare_triton(q, k, v, hw_cvt: bool, v_perm=None, v_ones_rows=0, programs=
     q8 = torch.empty(B, H, sq_pad, D, dtype=f8, device=dev) if quantise_q else None
     n_qb = nq if quantise_q else 0  # the launch's Q blocks
     v8t = torch.empty(B, H, D + v_ones_rows, skv_pad, dtype=f8, device=dev)
-    q_scale, k_scale, v_scale, k_mean, v_amax, range_stats = _carve(
-        torch.float32, dev, (B, H, nq), (B, H, nk), (B, H, D), (B, H, D), (B, H, D), (RANGE_STATS,))
+    q_scale, k_scale, v_scale, k_mean, v_amax, stats_words = _carve(
+        torch.float32, dev, (B, H, nq), (B, H, nk), (B, H, D), (B, H, D), (B, H, D), (UNIT_COUNTER + 1,))
+    range_stats = stats_words[:RANGE_STATS]
     pdl = _pdl(q)
-    ksum, vmax, n_chunks = _column_partials(k, v, range_stats, programs, pdl)
+    ksum, vmax, n_chunks = _column_partials(k, v, stats_words, programs, pdl)
     fold = B * H * nk * n_chunks <= FOLD_READS
     if not fold:
         _column_totals_into(ksum, vmax, n_chunks, k_mean, v_amax, Skv, pdl)

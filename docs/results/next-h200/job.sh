@@ -6,7 +6,7 @@
 #
 # The package's own kernels (no JIT): carry [".device/py.tar.zst", ".device/install.sh",
 # ".device/zstd", "wan_fp4/kernels/prebuilt/sm90a"] (the folder carries its linked shims, which git
-# ignores; without them no prebuilt kernel loads). With 22 prebuilt kernels the carry and the tree
+# ignores; without them no prebuilt kernel loads). With 26 prebuilt kernels the carry and the tree
 # pass a call's 64 MiB: move wan_fp4/pipelines/weights/tiny (22 MB) out of the tree for the call:
 #   short_rule   config.length_config as committed (fold 1 up to 1,024 tokens for direct-p at D128
 #                and D64 and fp8 at D128) against the defaults and beside cuDNN BF16, replayed and
@@ -24,22 +24,15 @@
 #                bytes (torch's reductions, a Triton read) after an L2 flush (read_speed.py)
 #   prepass_ncu  the replayed 1,024-token call's statistics and quantise launches under ncu --set full
 #                (the report, its details page and its SASS source counters)
-#   persistent_rule  the persistent kernel's third build (docs/SM90_GEN2.md items 68 and 70) against
-#                the package at the lengths a rule would cover (key tiles a multiple of 4): 1,024-32,760
-#                tokens and the text cross-attention (persistent_rule.py), bits first. First
-#                `git apply docs/results/next-h200/persistent_cap.diff` (hashed kernel sources: then
-#                `python3 scripts/build_prebuilt.py --only sm90` with `--sm90-config` for each of
-#                '{"persistent": 132, "fold": 1}' '{"persistent": 132, "q_ahead": true, "fold": 1}'
-#                '{"persistent": 132}' '{"persistent": 132, "q_ahead": true}', about 3 minutes, and
-#                link a shim for every kernel in the manifest: the script links the defaults' only),
-#                then the package's carry with the tiny weights moved out; after the call revert the
-#                diff, delete the .so files and relink the committed kernels
-#   block_stats  with persistent_cap's diff and kernels as for persistent_rule: the pre-pass item 72
-#                asks the contract for (no statistics launch; K less its first 128 keys' mean, V per
-#                128-key block and channel), the kernel not applying V's block scales (wrong numbers,
-#                the time only), beside the package, the kernel alone and cuDNN BF16, with the
-#                package's kernel and the persistent one, then with K's own block means
-#                (block_stats.py)
+#   persistent_rule  the persistent kernel (docs/SM90_GEN2.md items 68, 70 and 73; the package's rule up
+#                to 4,096 tokens) against one unit a CTA where the rule does not reach: 8,192 and 32,760
+#                tokens and the text cross-attention, with 1,024 and 2,048 again (persistent_rule.py),
+#                bits first; the package's carry (its prebuilt kernels include the persistent ones)
+#   block_stats  the pre-pass item 72 asks the contract for (no statistics launch; K less its first
+#                128 keys' mean, V per 128-key block and channel), the kernel not applying V's block
+#                scales (wrong numbers, the time only), beside the package, the kernel alone and cuDNN
+#                BF16, with the persistent kernel (the rule's) and one unit a CTA, then with K's own
+#                block means (block_stats.py); the package's carry
 #
 # The one run with every peer (issue 16's table: FA4 BF16, cuDNN BF16 and FP8, SageAttention 2,
 # the cuBLAS FP8 GEMM), on one machine, back to back (it keeps /tmp for 30 s after a call):
@@ -162,15 +155,15 @@ in_model)
 block_stats)
   # item 72's pre-pass timed (block_stats.py): K less its first block's mean, V per block and channel,
   # the kernel not applying V's block scales (wrong numbers, the time only); then K's own block means
-  # (OWN=1, the twentieth run's); each with the package's kernel and the persistent one
-  for own in 0 1; do for extra in '{}' '{"persistent": 132}'; do
+  # (OWN=1, the twentieth run's); each with the persistent kernel (the rule's) and one unit a CTA
+  for own in 0 1; do for extra in '{}' '{"persistent": 0}'; do
     echo "OWN=$own EXTRA=$extra"
     OWN=$own EXTRA="$extra" ROUNDS=3 timeout 150 python3 docs/results/next-h200/block_stats.py 2>&1 \
       | grep -v -E "skipped inside|UserWarning|_warn_once" | tee -a $OUT/block_stats.txt
   done; done
   ;;
 persistent_rule)
-  # where the persistent kernel's third build gains (persistent_rule.py; persistent_cap's diff and kernels)
+  # where the persistent kernel gains past its rule's lengths (persistent_rule.py)
   ROUNDS=3 timeout 400 python3 docs/results/next-h200/persistent_rule.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
     | tee $OUT/persistent_rule.txt
   ;;

@@ -1,8 +1,8 @@
-"""Where the persistent kernel's third build (docs/SM90_GEN2.md items 68 and 70) gains: the
-package's call against the same call with `persistent` 132 (and with `q_ahead`) at the lengths a
-rule would cover (key tiles a multiple of 4): Wan's self-attention at 32,760 tokens, the text
-cross-attention (512 keys), and 1,024-8,192 tokens (H40 1,024 and 2,048 again: the diff changed
-after the nineteenth run of 2026-12-07, which left the defaults' SASS the package's), alternated in
+"""Where the persistent kernel (docs/SM90_GEN2.md items 68, 70 and 73) gains beyond the lengths its
+rule covers (config.PERSISTENT_TOKENS, 4,096): the package's call against the same call with
+`persistent` 132 and with one unit a CTA (`persistent` 0) where key tiles are a multiple of 4: Wan's
+self-attention at 32,760 tokens, the text cross-attention (512 keys), 8,192 tokens, and 1,024 and
+2,048 again (the rule's own lengths, where the package is the persistent kernel), alternated in
 rounds from CUDA graphs, replayed and after a launch writing the inputs (rounds.py); the bits first.
 A job script, not part of the package."""
 import os
@@ -18,7 +18,7 @@ from wan_fp4.kernels.sm90 import host  # noqa: E402
 from wan_fp4.kernels.sm90.config import length_config  # noqa: E402
 
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
-VARIANTS = {"persistent 132": {"persistent": 132}, "132, Q ahead": {"persistent": 132, "q_ahead": True}}
+VARIANTS = {"persistent 132": {"persistent": 132}, "one unit a CTA": {"persistent": 0}}
 # (B, Sq, Skv, H, D)
 SHAPES = ((1, 1024, 1024, 40, 128), (1, 2048, 2048, 40, 128), (1, 1024, 1024, 12, 128),
           (1, 8192, 8192, 40, 128), (1, 32760, 32760, 12, 128), (1, 32760, 32760, 40, 128),

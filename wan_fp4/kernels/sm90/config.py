@@ -1,7 +1,8 @@
 """The sm90 kernel's launch options: the defaults every launch and every prebuilt kernel uses."""
 from __future__ import annotations
 
-from ...modes import DIRECT_P_HEADROOM, TILE_M
+from ...modes import DIRECT_P_HEADROOM, TILE_M, TILE_N
+from .split import SPLIT_WAVE
 
 # The CTA's shape, the same for every config: a producer warp group and N_WG consumer warp groups of
 # WG_M query rows each (a query tile of modes.TILE_M rows)
@@ -14,7 +15,7 @@ N_WG = TILE_M // WG_M
 # Wan shapes, with the error against exact attention unchanged.
 DEFAULT_CONFIG = {"stages": 2, "fold": 4, "intra": True, "f16_bytes": False, "cluster": 1, "headroom": 0,
                   "pingpong": 0, "sum_tree": False, "split_tail": False, "pdl": True, "tail_rows": False,
-                  "sv_early": False, "quant_q": 0}
+                  "sv_early": False, "quant_q": 0, "persistent": 0}
 # pdl: the kernel launches as a programmatic dependent of the pre-pass's quantise launch (which lets
 # it start at once), so its launch and barrier set-up run under that launch's last programs. Paired
 # on H100s, the whole call from a CUDA graph at 1,024 tokens is 2.1-2.5% faster for direct-p on two
@@ -55,7 +56,8 @@ HEAD_DIM_CONFIG = {("fp8", 128): {"sum_tree": True, "cluster": 2, "split_tail": 
                    ("fp8", 64): {"split_tail": True, "sv_early": True}}
 # Options only one mode has (the kernel refuses them in the other): a config list meant for both
 # modes (wan-fp4 check --configs, build_prebuilt.py --sm90-config, the benches) skips the other.
-MODE_ONLY = {"f16_bytes": "direct-p", "headroom": "direct-p", "sum_tree": "fp8", "tail_rows": "direct-p"}
+MODE_ONLY = {"f16_bytes": "direct-p", "headroom": "direct-p", "sum_tree": "fp8", "tail_rows": "direct-p",
+             "persistent": "direct-p"}
 
 
 # A short launch's kernel, over (mode, D)'s defaults where the query and key lengths are both at most
@@ -72,13 +74,34 @@ MODE_ONLY = {"f16_bytes": "direct-p", "headroom": "direct-p", "sum_tree": "fp8",
 SHORT_TOKENS = 1024
 SHORT_CONFIG = {("direct-p", 128): {"fold": 1}, ("fp8", 128): {"fold": 1}, ("direct-p", 64): {"fold": 1}}
 
+# A persistent grid where both lengths are at most PERSISTENT_TOKENS: PERSISTENT_CTAS CTAs (one per
+# SM of an H100/H200 SXM, as split.py's plans assume), each taking a new work unit from a counter
+# when its last one is done (kernel.py), so no CTA waits for a later round's launch. The kernel starts
+# every unit's pipelines afresh, which needs a unit's key tiles in multiples of twice the stages
+# (host.launch refuses others; the rule leaves them to the grid of one unit a CTA). The same bits;
+# paired inside the whole call on an H100 (BENCHMARKS.md, 2026-12-07 nineteenth run), direct-p D128
+# replayed 0.8-1.2 us faster at H40 1,024 tokens (fold 1), 2.1-2.4 us at 2,048 and 0.7-2.8% at
+# 4,096 (fold 4); longer lengths, D64 and fp8 not measured.
+PERSISTENT_CTAS = SPLIT_WAVE
+PERSISTENT_TOKENS = 4096
+PERSISTENT_MODES = (("direct-p", 128),)
+
 
 def length_config(mode: str, head_dim: int, s_q: int, s_kv: int) -> dict:
     """The options a launch of these lengths takes over (mode, D)'s defaults: SHORT_CONFIG's where
-    both lengths are at most SHORT_TOKENS, else none."""
-    if s_q <= SHORT_TOKENS and s_kv <= SHORT_TOKENS:
-        return dict(SHORT_CONFIG.get((mode, head_dim), {}))
-    return {}
+    both lengths are at most SHORT_TOKENS, and persistent (PERSISTENT_CTAS) where both are at most
+    PERSISTENT_TOKENS and the key tiles allow it."""
+    cfg = dict(SHORT_CONFIG.get((mode, head_dim), {})) if max(s_q, s_kv) <= SHORT_TOKENS else {}
+    if (mode, head_dim) in PERSISTENT_MODES and max(s_q, s_kv) <= PERSISTENT_TOKENS \
+            and persistent_fits(s_kv, default_config(mode, head_dim, cfg)):
+        cfg["persistent"] = PERSISTENT_CTAS
+    return cfg
+
+
+def persistent_fits(s_kv: int, cfg: dict) -> bool:
+    """Whether a persistent launch of config `cfg` (a whole default_config) takes `s_kv` keys: its
+    units' key tiles a multiple of twice the stages (every unit starts at stage 0 of one phase)."""
+    return -(-s_kv // TILE_N) % (2 * cfg["stages"]) == 0
 
 
 def default_config(mode: str, head_dim: int, config: dict | None = None) -> dict:
@@ -94,19 +117,25 @@ def default_config(mode: str, head_dim: int, config: dict | None = None) -> dict
 def launch_configs(mode: str, head_dim: int, config: dict | None = None) -> list[dict]:
     """The kernels a launch of this config may run: the config's, and with split_tail or tail_rows
     the same without it (host.launch runs that one where the plan splits nothing); with quant_q,
-    all of these again with quant_q 0 (host.run's, where the kernel cannot take Q). Prebuilt
-    together."""
+    all of these again with quant_q 0 and not persistent (which needs quant_q): host.run's, where
+    the kernel cannot take Q. Prebuilt together."""
     cfg = default_config(mode, head_dim, config)
     split = cfg["split_tail"] or cfg["tail_rows"]
     kernels = [cfg] + ([{**cfg, "split_tail": False, "tail_rows": False}] if split else [])
-    return kernels + ([{**k, "quant_q": 0} for k in kernels] if cfg["quant_q"] else [])
+    return kernels + ([{**k, "quant_q": 0, "persistent": 0} for k in kernels] if cfg["quant_q"] else [])
 
 
 def default_kernels(mode: str, head_dim: int) -> list[dict]:
-    """Every kernel a launch with no config of its own may run at (mode, D): launch_configs of the
-    default and, where SHORT_CONFIG has one, of the short launches' (all prebuilt)."""
-    short = SHORT_CONFIG.get((mode, head_dim))
-    return launch_configs(mode, head_dim) + (launch_configs(mode, head_dim, short) if short else [])
+    """Every kernel a launch with no config of its own may run at (mode, D): launch_configs of each
+    config length_config gives there (the defaults, SHORT_CONFIG's, and either persistent where
+    PERSISTENT_MODES has (mode, D)), each once (all prebuilt)."""
+    lengths = [{}] + ([SHORT_CONFIG[mode, head_dim]] if (mode, head_dim) in SHORT_CONFIG else [])
+    if (mode, head_dim) in PERSISTENT_MODES:
+        lengths += [{**c, "persistent": PERSISTENT_CTAS} for c in lengths]
+    kernels = []
+    for config in lengths:
+        kernels += [k for k in launch_configs(mode, head_dim, config) if k not in kernels]
+    return kernels
 
 
 def applies(mode: str, config: dict) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from .aot import PREBUILT, kernel_name
-from .config import N_WG, default_config, launch_configs, length_config
+from .config import N_WG, default_config, launch_configs, length_config, persistent_fits
 
 
 def run(q, k, v, mode, scale=None, fp4=None, return_lse=False, *, config=None, prebuilt=None):
@@ -78,8 +78,11 @@ def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, 
     if config is None:
         config = length_config(mode, head_dim, ops.seq_q, ops.seq_kv)
     if ops.q8 is not None and default_config(mode, head_dim, config)["quant_q"]:
-        config = {**config, "quant_q": 0}  # the pre-pass made Q's codes: the kernel reads them
+        # the pre-pass made Q's codes: the kernel reads them (persistent needs quant_q)
+        config = {**config, "quant_q": 0, "persistent": 0}
     cfg, *plain = launch_configs(mode, head_dim, config)
+    if cfg["persistent"]:
+        check_persistent(ops, cfg)
     b, h, _ = ops.q_scale.shape
     d = ops.k8.shape[-1]
     if vt is None:
@@ -136,6 +139,25 @@ def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, 
     PREBUILT.run_or_jit(kernel_name(mode, head_dim, cfg), (*(t.data_ptr() for t in tensors), *sizes, c, raw_stream),
                         ops.k8.device, jit, prebuilt, f" for mode={mode!r} D={head_dim} config={cfg}")
     return out, lse
+
+
+def check_persistent(ops, cfg: dict) -> None:
+    """Raise unless a persistent launch of `cfg` can run on `ops`: its units' key tiles a multiple of
+    twice the stages (config.persistent_fits), and the unit counter (prepare.UNIT_COUNTER, an Int32
+    word after range_stats) inside range_stats' storage, where the kernel's atomics would
+    otherwise land on memory it does not own. Two persistent launches on one `ops` must not run
+    at the same time: they share the counter."""
+    from ..prepare import UNIT_COUNTER
+
+    if not persistent_fits(ops.seq_kv, cfg):
+        raise ValueError(f"persistent needs key tiles (128 keys) in multiples of {2 * cfg['stages']}, got "
+                         f"{-(-ops.seq_kv // 128)} for {ops.seq_kv} keys")
+    stats = ops.range_stats
+    room = stats.untyped_storage().data_ptr() + stats.untyped_storage().nbytes() - stats.data_ptr()
+    if stats.dtype != torch.float32 or room < 4 * (UNIT_COUNTER + 1):
+        raise ValueError(f"ops.range_stats: persistent needs float32 storage for {UNIT_COUNTER + 1} words "
+                         f"(range_stats and the unit counter, as prepare_fp8 allocates), got {stats.dtype} with "
+                         f"{room} bytes from its start")
 
 
 def split_workspace(p, head_dim: int, mode: str) -> int:

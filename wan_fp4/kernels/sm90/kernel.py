@@ -67,6 +67,9 @@ Q_BARRIER = 9  # quant_q: the consumer warp groups' Q amax exchange and their Q 
 # chunk within a row's swizzle atom) XORed with its bits 7.. (sm90_utils.make_smem_layout_a's
 # S<3,4,3> for 128-byte rows, S<2,4,3> for 64-byte rows; tests/test_sm90_compile.py checks it)
 Q_SWIZZLE_MASK = {128: 0x70, 64: 0x30}
+# persistent's unit counter: the Int32 word of the pre-pass's statistics buffer at this index
+# (prepare.UNIT_COUNTER, which the statistics launch zeroes; a CPU test checks the two agree)
+UNIT_COUNTER = 5
 # The epilogue stages a warp group's 64 x D BF16 output rows in shared memory, 16 bytes of padding
 # after each row: a warp's 32-bit stores of its accumulator layout (8 rows x 4 words) and its
 # 16-byte loads of whole rows then each meet 32 different banks.
@@ -118,7 +121,7 @@ class Sm90Attention:
     def __init__(self, mode: str, head_dim: int, stages: int = 2, pingpong: int = 0, fold: int = 1,
                  intra: bool = False, f16_bytes: bool = False, cluster: int = 1, headroom: int = 0,
                  sum_tree: bool = False, split_tail: bool = False, pdl: bool = False, tail_rows: bool = False,
-                 sv_early: bool = False, quant_q: int = 0):
+                 sv_early: bool = False, quant_q: int = 0, persistent: int = 0):
         if mode not in ("direct-p", "fp8"):
             raise ValueError(f"mode must be 'direct-p' or 'fp8', got {mode!r}")
         if head_dim not in (64, 128):
@@ -197,6 +200,21 @@ class Sm90Attention:
         if quant_q == 2 and not pdl:
             raise ValueError("quant_q 2 (Q read before the pdl wait) needs pdl")
         self.quant_q = int(quant_q)
+        # persistent: at most `persistent` CTAs (one per SM: config.PERSISTENT_CTAS); CTA i takes
+        # work unit i (the 1-D order of tail_rows' decode), then the next unit a counter hands out
+        # (UNIT_COUNTER): its producer warp takes it and passes it to the consumers through shared
+        # memory (take_unit), and loads the next unit's first K and V tiles while its consumers
+        # run the epilogue and make the next unit's Q codes. Needs
+        # quant_q (the consumers write sQ, so no Q load waits for it to be free) and none of the
+        # options whose state spans a CTA's whole life (split_tail's tickets, pingpong's turns,
+        # cluster's shared loads). Each unit's pipelines start at stage 0 of one phase, with
+        # fresh states (constants, so the main loop's waits name constant barriers, as in a
+        # one-unit CTA): host.launch allows it only where a unit's key tiles are a multiple of
+        # twice the stages.
+        if persistent and (not quant_q or split_tail or pingpong or cluster > 1):
+            raise ValueError(f"persistent needs quant_q and excludes split_tail, pingpong and cluster > 1, got "
+                             f"quant_q={quant_q} split_tail={split_tail} pingpong={pingpong} cluster={cluster}")
+        self.persistent = int(persistent)
         self.o_row_words = head_dim // 2 + O_ROW_PAD_WORDS  # a staged output row: BF16 pairs, then padding
         self.threads = 128 * (N_WG + 1)
 
@@ -217,7 +235,8 @@ class Sm90Attention:
         (FP32, host.split_workspace floats) and one ticket per split tile and consumer warp group
         (Int32, zero before the launch); tail_rows: the plan's split (segments 2); otherwise
         unused. quant_q: p_q is BF16 Q (B,S,H,D) and p_stats the range statistics
-        (prepare.PreparedFP8.range_stats, five FP32); otherwise p_stats is unused."""
+        (prepare.PreparedFP8.range_stats, five FP32; persistent: then the Int32 unit counter, zero
+        before the launch and again after it); otherwise p_stats is unused."""
         d, dv = self.d, self.dv
         n_qb = (s_q + 127) // 128
         n_kb = (s_kv + 127) // 128
@@ -277,16 +296,23 @@ class Sm90Attention:
         tiles_m = (n_mb + self.cluster - 1) // self.cluster * self.cluster
         grid = (tiles_m, h, b)
         n_full = tiles_m * h * b - split  # the CTAs of whole query tiles (split_tail, tail_rows)
-        if const_expr(self.split_tail or self.tail_rows):
+        units = n_full + split * segments
+        if const_expr(self.split_tail or self.tail_rows or self.persistent):
             # one dimension: CTA i < n_full is tile i (query tile fastest, then head, then batch),
             # then `segments` CTAs per split tile (see kernel)
-            grid = (n_full + split * segments, 1, 1)
+            grid = (units, 1, 1)
+        if const_expr(self.persistent):
+            # ... or, persistent, those units taken by at most one CTA per SM
+            grid = (cutlass.min(units, Int32(self.persistent)), 1, 1)
         launch = self.kernel(
             mma_qk, mma_pv, tma_q, tQ, tma_k, tK, tma_v, tV, mO, mL, mSq, mSk, mSv, mQx,
             sQ_layout, sK_layout, sV_layout, s_q, s_kv, c, p_part, p_ticket, p_stats, n_full, segments,
             # split_tail and tail_rows decode every CTA's index: by multiply-shift divisors made once
             # per launch
             cute.fast_divmod_create_divisor_v2(tiles_m), cute.fast_divmod_create_divisor_v2(h),
+            # last: an argument in the middle shifts the others' offsets, and ptxas then schedules
+            # every kernel's prologue differently, persistent or not
+            units,
         )
         cluster = {} if self.cluster == 1 else {"cluster": [self.cluster, 1, 1]}  # no cluster launch for 1
         launch.launch(grid=grid, block=[self.threads, 1, 1], stream=stream, min_blocks_per_mp=1, use_pdl=self.pdl,
@@ -309,6 +335,10 @@ class Sm90Attention:
             fields["ticket"] = cute.struct.MemRange[Int32, N_WG]  # a warp group's ticket, shared
         if self.quant_q:
             fields["q_amax"] = cute.struct.MemRange[Float32, 4 * N_WG]  # each consumer warp's max |q|
+        if self.persistent:
+            # the units the producer passes on (two slots) and their full and empty barriers
+            fields["mbar_unit"] = cute.struct.MemRange[cutlass.Int64, 4]
+            fields["unit"] = cute.struct.MemRange[Int32, 2]
         return cute.struct(type("Storage", (), {"__annotations__": fields}))
 
     # ------------------------------------------------------------------ device side
@@ -321,6 +351,7 @@ class Sm90Attention:
         sQ_layout: cute.ComposedLayout, sK_layout: cute.ComposedLayout, sV_layout: cute.ComposedLayout,
         s_q: Int32, s_kv: Int32, c: Float32, p_part: cute.Pointer, p_ticket: cute.Pointer, p_stats: cute.Pointer,
         n_full: Int32, segments: Int32, div_m: cute.FastDivmodDivisorV2, div_h: cute.FastDivmodDivisorV2,
+        units: Int32,
     ):
         tidx, _, _ = cute.arch.thread_idx()
         warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -329,15 +360,11 @@ class Sm90Attention:
         t0, count, plan, idle = 0, n_tiles, None, False
         if const_expr(self.split_tail):
             plan = (n_full, segments, div_m, div_h)
-            lin, _, _ = cute.arch.block_idx()
-            m_blk, hh, bb, split, seg = cta_work(lin, *plan, self.cluster, Int32)
+            m_blk, hh, bb, split, seg = cta_work(cute.arch.block_idx()[0], *plan, self.cluster, Int32)
             _, t0, count = segment_keys(split, seg, segments, n_tiles, Int32)
-        elif const_expr(self.tail_rows):
-            # a split tile's CTA `half` is its consumer warp group `half`'s rows over every key
-            lin, _, _ = cute.arch.block_idx()
-            m_blk, hh, bb, split, half = cta_work(lin, n_full, 2, div_m, div_h, 1, Int32)
-            idle = (split >= 0) & (wg - 1 != half)
-        else:
+        elif const_expr(self.tail_rows and not self.persistent):
+            m_blk, hh, bb, idle = self.unit(cute.arch.block_idx()[0], n_full, div_m, div_h, wg)
+        elif const_expr(not self.persistent):
             m_blk, hh, bb = cute.arch.block_idx()
 
         smem = cutlass.memory.SmemAllocator()
@@ -358,14 +385,16 @@ class Sm90Attention:
                                                                     4 * N_WG * self.cluster))
         else:
             kv_args = dict(consumer_group=consumers)
-        prod_k, cons_k = pipeline.PipelineTmaAsync.create(
+        pipe_k = pipeline.PipelineTmaAsync.create(
             barrier_storage=st.mbar_k.data_ptr(), num_stages=self.stages, producer_group=one_thread,
             tx_count=self.bytes_k, defer_sync=True, **kv_args,
-        ).make_participants()
-        prod_v, cons_v = pipeline.PipelineTmaAsync.create(
+        )
+        pipe_v = pipeline.PipelineTmaAsync.create(
             barrier_storage=st.mbar_v.data_ptr(), num_stages=self.stages, producer_group=one_thread,
             tx_count=self.bytes_v, defer_sync=True, **kv_args,
-        ).make_participants()
+        )
+        prod_k, cons_k = pipe_k.make_participants()
+        prod_v, cons_v = pipe_v.make_participants()
 
         sQ = st.sQ.get_tensor(sQ_layout.outer, swizzle=sQ_layout.inner)
         sK = st.sK.get_tensor(sK_layout.outer, swizzle=sK_layout.inner)
@@ -374,6 +403,11 @@ class Sm90Attention:
         dw = self.d // 2
         sO = cute.make_tensor(st.sO.data_ptr(), cute.make_layout(
             (WG_M, (4, dw // 4), N_WG), stride=(self.o_row_words, (1, 4), WG_M * self.o_row_words)))
+        if const_expr(self.persistent):
+            if tidx == 0:
+                for i in cutlass.range_constexpr(2):
+                    cute.arch.mbarrier_init(st.mbar_unit.data_ptr() + i, 1)  # the producer warp's lane 0
+                    cute.arch.mbarrier_init(st.mbar_unit.data_ptr() + 2 + i, 128 * N_WG)  # every consumer thread
         cute.arch.mbarrier_init_fence()
         if const_expr(self.cluster == 1):
             cute.arch.sync_threads()
@@ -394,70 +428,168 @@ class Sm90Attention:
                 cpasync.prefetch_descriptor(tma_q)
                 cpasync.prefetch_descriptor(tma_k)
                 cpasync.prefetch_descriptor(tma_v)
-                gQ = cute.local_tile(tQ[None, None, (hh, bb)], (WG_M, self.d), (None, 0))
-                gK = cute.local_tile(tK[None, None, (hh, bb)], (TILE_N, self.d), (None, 0))
-                gV = cute.local_tile(tV[None, None, (hh, bb)], (self.dv, TILE_N), (0, None))
-                tQs, tQg = cpasync.tma_partition(
-                    tma_q, 0, cute.make_layout(1), cute.group_modes(sQ, 0, 2), cute.group_modes(gQ, 0, 2))
-                tKs, tKg = cpasync.tma_partition(
-                    tma_k, 0, cute.make_layout(1), cute.group_modes(sK, 0, 2), cute.group_modes(gK, 0, 2))
-                tVs, tVg = cpasync.tma_partition(
-                    tma_v, 0, cute.make_layout(1), cute.group_modes(sV, 0, 2), cute.group_modes(gV, 0, 2))
-                if const_expr(not self.quant_q):
-                    hq = prod_q.acquire_and_advance()
-                    for w in cutlass.range_constexpr(N_WG):
-                        cute.copy(tma_q, tQg[None, m_blk * N_WG + w], tQs[None, w], tma_bar_ptr=hq.barrier)
-                if const_expr(self.cluster == 1):
-                    for n in cutlass.range(count, unroll=1):
-                        hk = prod_k.acquire_and_advance()
-                        cute.copy(tma_k, tKg[None, t0 + n], tKs[None, hk.index], tma_bar_ptr=hk.barrier)
-                        hv = prod_v.acquire_and_advance()
-                        cute.copy(tma_v, tVg[None, t0 + n], tVs[None, hv.index], tma_bar_ptr=hv.barrier)
+                tma = (tma_q, tQ, tma_k, tK, tma_v, tV, sQ, sK, sV)
+                if const_expr(self.persistent):
+                    counter = cute.recast_ptr(p_stats + UNIT_COUNTER, dtype=Int32)
+                    lin = cute.arch.block_idx()[0]  # the first unit: every warp knows it, no hand-over
+                    k = Int32(0)
+                    while lin < units:
+                        # fresh (constant) states: every unit's key tiles are a multiple of twice the
+                        # stages (host.launch), so each unit starts at stage 0 of the same phase, and
+                        # the loop's waits keep constant barriers and phases, as a one-unit CTA's do
+                        self.produce(tma, prod_q, pipe_k.make_producer(), pipe_v.make_producer(),
+                                     *self.unit(lin, n_full, div_m, div_h, wg)[:3], t0, count)
+                        # the next unit asked for once this one's loads are issued: the atomic's
+                        # round trip then runs while the producer would wait for a free stage anyway,
+                        # not before the unit's first loads (ptxas reads its answer at once: it
+                        # aggregates the warp's atomics, then shuffles the answer)
+                        lin = self.next_unit(counter, units)
+                        self.pass_unit(st, k, lin)  # past the last unit: the consumers stop
+                        k = k + 1
                 else:
-                    # every CTA expects each whole tile on its own barrier; CTA n % cluster loads
-                    # K tile n into all of them, CTA (n + 1) % cluster V^T tile n (the issue
-                    # work spread evenly)
-                    rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
-                    everyone = cutlass.Int16((1 << self.cluster) - 1)
-                    for n in cutlass.range(count, unroll=1):
-                        hk = prod_k.acquire_and_advance()
-                        if n % self.cluster == rank:
-                            cute.copy(tma_k, tKg[None, t0 + n], tKs[None, hk.index], tma_bar_ptr=hk.barrier,
-                                      mcast_mask=everyone)
-                        hv = prod_v.acquire_and_advance()
-                        if (n + 1) % self.cluster == rank:
-                            cute.copy(tma_v, tVg[None, t0 + n], tVs[None, hv.index], tma_bar_ptr=hv.barrier,
-                                      mcast_mask=everyone)
+                    self.produce(tma, prod_q, prod_k, prod_v, m_blk, hh, bb, t0, count)
         else:
             cute.arch.setmaxregister_increase(CONSUMER_REGS)
             sTk = st.ticket.get_tensor(cute.make_layout((N_WG,))) if const_expr(self.split_tail) else None
-            q_scale = None
-            if const_expr(self.quant_q):
-                # both warp groups (a tail_rows CTA's idle one too: the scale is the whole block's)
-                sQw = cute.make_tensor(cute.recast_ptr(st.sQ.data_ptr(), dtype=Int32),
-                                       cute.make_layout((cute.cosize(sQ_layout) // 16, 4), stride=(4, 1)))
-                sAm = st.q_amax.get_tensor(cute.make_layout((4 * N_WG,)))
-                q_scale, q_bad = self.quantise_q(mQx, sQw, sAm, s_q, m_blk, hh, bb, tidx - 128)
-                if const_expr(self.quant_q == 2):
-                    cute.arch.griddepcontrol_wait()
-                # one thread per CTA of a real query tile (a cluster's CTA past the last one has none)
-                if tidx == 128 and m_blk * TILE_M < s_q:
-                    self.publish_q_scale(q_scale, q_bad, mSq, p_stats, m_blk, hh, bb)
-            if idle:
-                # tail_rows: the other group's CTA has these rows; release each stage as it lands
-                for n in cutlass.range(count, unroll=1):
-                    cons_k.wait_and_advance().release()
-                    cons_v.wait_and_advance().release()
+            work = (mma_qk, mma_pv, sQ, sK, sV, cons_q, mO, mL, mSq, mSk, mSv, mQx, s_q, s_kv, c, n_tiles, wg, tidx,
+                    sQ_layout, st, sO, t0, count, (p_part, p_ticket, sTk, plan), p_stats)
+            if const_expr(self.persistent):
+                k = Int32(0)
+                lin = cute.arch.block_idx()[0]
+                while lin < units:
+                    # fresh states per unit, as the producer's
+                    self.consume_unit(work, pipe_k.make_consumer(), pipe_v.make_consumer(),
+                                      *self.unit(lin, n_full, div_m, div_h, wg))
+                    lin = self.take_unit(st, k)
+                    k = k + 1
             else:
-                self.consume(
-                    mma_qk, mma_pv, sQ, sK, sV, cons_q, cons_k, cons_v, mO, mL, mSq, mSk, mSv,
-                    s_q, s_kv, c, n_tiles, m_blk, hh, bb, wg - 1, tidx % 128, sO,
-                    t0, count, (p_part, p_ticket, sTk, plan), q_scale,
-                )
+                self.consume_unit(work, cons_k, cons_v, m_blk, hh, bb, idle)
         if const_expr(self.cluster > 1):
             # no CTA leaves while its peer may still release a stage to its barriers
             cute.arch.cluster_arrive()
             cute.arch.cluster_wait()
+
+    @cute.jit
+    def next_unit(self, counter, units):
+        """persistent, the producer warp: the next work unit, from the counter (lane 0 takes it, the
+        warp shares it); the grid's own units come first, and a grid that has every unit asks
+        nothing. The launch's requests number `units` in all (one per unit a CTA runs after its
+        first, one past the end per CTA), so the one answered units - 1 is the last: it puts the
+        counter back to 0 for a later launch on the same pre-pass."""
+        nxt = cute.arch.grid_dim()[0]
+        if nxt < units:
+            got = Int32(0)
+            if cute.arch.lane_idx() == 0:
+                got = cute.arch.atomic_add(counter, Int32(1), sem="relaxed", scope="gpu")
+                if got == units - 1:
+                    cute.arch.atomic_add(counter, -units, sem="relaxed", scope="gpu")
+            nxt = nxt + cute.arch.shuffle_sync(got, 0)
+        return nxt
+
+    @cute.jit
+    def pass_unit(self, st, k, lin):
+        """persistent, the producer warp: unit `lin`, the one after the CTA's (k + 1)-th (the first
+        comes from the CTA's index), into slot k % 2, once the consumers took the slot's last one;
+        the full barrier's arrive releases the slot's store."""
+        slot = k % 2
+        cute.arch.mbarrier_wait(st.mbar_unit.data_ptr() + 2 + slot, ((k // 2) % 2) ^ 1)
+        if cute.arch.lane_idx() == 0:
+            st.unit.get_tensor(cute.make_layout((2,)))[slot] = lin
+            cute.arch.mbarrier_arrive(st.mbar_unit.data_ptr() + slot)
+
+    @cute.jit
+    def take_unit(self, st, k):
+        """persistent, every consumer thread: the unit after the CTA's (k + 1)-th, from slot k % 2,
+        the slot then given back."""
+        slot = k % 2
+        cute.arch.mbarrier_wait(st.mbar_unit.data_ptr() + slot, (k // 2) % 2)
+        lin = st.unit.get_tensor(cute.make_layout((2,)))[slot]
+        cute.arch.mbarrier_arrive(st.mbar_unit.data_ptr() + 2 + slot)
+        return lin
+
+    @cute.jit
+    def unit(self, lin, n_full, div_m, div_h, wg):
+        """Work unit `lin` of the 1-D order (tail_rows, persistent): (m_blk, head, batch, idle), idle
+        where a split tile's unit belongs to the other consumer warp group (tail_rows: a split
+        tile's unit `half` is its consumer warp group `half`'s rows over every key)."""
+        m_blk, hh, bb, split, half = cta_work(lin, n_full, 2, div_m, div_h, 1, Int32)
+        idle = False
+        if const_expr(self.tail_rows):
+            idle = (split >= 0) & (wg - 1 != half)
+        return m_blk, hh, bb, idle
+
+    @cute.jit
+    def produce(self, tma, prod_q, prod_k, prod_v, m_blk, hh, bb, t0, count):
+        """The producer warp's loads for one unit: Q (unless quant_q), then key tiles [t0, t0 + count)
+        of K and V^T."""
+        tma_q, tQ, tma_k, tK, tma_v, tV, sQ, sK, sV = tma
+        gQ = cute.local_tile(tQ[None, None, (hh, bb)], (WG_M, self.d), (None, 0))
+        gK = cute.local_tile(tK[None, None, (hh, bb)], (TILE_N, self.d), (None, 0))
+        gV = cute.local_tile(tV[None, None, (hh, bb)], (self.dv, TILE_N), (0, None))
+        tQs, tQg = cpasync.tma_partition(
+            tma_q, 0, cute.make_layout(1), cute.group_modes(sQ, 0, 2), cute.group_modes(gQ, 0, 2))
+        tKs, tKg = cpasync.tma_partition(
+            tma_k, 0, cute.make_layout(1), cute.group_modes(sK, 0, 2), cute.group_modes(gK, 0, 2))
+        tVs, tVg = cpasync.tma_partition(
+            tma_v, 0, cute.make_layout(1), cute.group_modes(sV, 0, 2), cute.group_modes(gV, 0, 2))
+        if const_expr(not self.quant_q):
+            hq = prod_q.acquire_and_advance()
+            for w in cutlass.range_constexpr(N_WG):
+                cute.copy(tma_q, tQg[None, m_blk * N_WG + w], tQs[None, w], tma_bar_ptr=hq.barrier)
+        if const_expr(self.cluster == 1):
+            for n in cutlass.range(count, unroll=1):
+                hk = prod_k.acquire_and_advance()
+                cute.copy(tma_k, tKg[None, t0 + n], tKs[None, hk.index], tma_bar_ptr=hk.barrier)
+                hv = prod_v.acquire_and_advance()
+                cute.copy(tma_v, tVg[None, t0 + n], tVs[None, hv.index], tma_bar_ptr=hv.barrier)
+        else:
+            # every CTA expects each whole tile on its own barrier; CTA n % cluster loads
+            # K tile n into all of them, CTA (n + 1) % cluster V^T tile n (the issue
+            # work spread evenly)
+            rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
+            everyone = cutlass.Int16((1 << self.cluster) - 1)
+            for n in cutlass.range(count, unroll=1):
+                hk = prod_k.acquire_and_advance()
+                if n % self.cluster == rank:
+                    cute.copy(tma_k, tKg[None, t0 + n], tKs[None, hk.index], tma_bar_ptr=hk.barrier,
+                              mcast_mask=everyone)
+                hv = prod_v.acquire_and_advance()
+                if (n + 1) % self.cluster == rank:
+                    cute.copy(tma_v, tVg[None, t0 + n], tVs[None, hv.index], tma_bar_ptr=hv.barrier,
+                              mcast_mask=everyone)
+
+    @cute.jit
+    def consume_unit(self, work, cons_k, cons_v, m_blk, hh, bb, idle):
+        """The consumer warp groups' part of one unit: Q's codes (quant_q), then this warp group's
+        rows (consume), or with idle only the K/V stages released."""
+        (mma_qk, mma_pv, sQ, sK, sV, cons_q, mO, mL, mSq, mSk, mSv, mQx, s_q, s_kv, c, n_tiles, wg, tidx,
+         sQ_layout, st, sO, t0, count, tail_split, p_stats) = work
+        q_scale = None
+        if const_expr(self.quant_q):
+            # both warp groups (a tail_rows CTA's idle one too: the scale is the whole block's)
+            q_scale, q_bad = self.quantise_q(mQx, *self.q_smem(st, sQ_layout), s_q, m_blk, hh, bb, tidx - 128)
+            if const_expr(self.quant_q == 2):
+                cute.arch.griddepcontrol_wait()
+            # one thread per CTA of a real query tile (a cluster's CTA past the last one has none)
+            if tidx == 128 and m_blk * TILE_M < s_q:
+                self.publish_q_scale(q_scale, q_bad, mSq, p_stats, m_blk, hh, bb)
+        if idle:
+            # tail_rows: the other group's CTA has these rows; release each stage as it lands
+            for n in cutlass.range(count, unroll=1):
+                cons_k.wait_and_advance().release()
+                cons_v.wait_and_advance().release()
+        else:
+            self.consume(
+                mma_qk, mma_pv, sQ, sK, sV, cons_q, cons_k, cons_v, mO, mL, mSq, mSk, mSv,
+                s_q, s_kv, c, n_tiles, m_blk, hh, bb, wg - 1, tidx % 128, sO,
+                t0, count, tail_split, q_scale,
+            )
+
+    def q_smem(self, st, sQ_layout):
+        """quant_q's shared memory: sQ as 16-byte chunks of Int32 words, and the warps' amax slots."""
+        sQw = cute.make_tensor(cute.recast_ptr(st.sQ.data_ptr(), dtype=Int32),
+                               cute.make_layout((cute.cosize(sQ_layout) // 16, 4), stride=(4, 1)))
+        return sQw, st.q_amax.get_tensor(cute.make_layout((4 * N_WG,)))
 
     @cute.jit
     def consume(
