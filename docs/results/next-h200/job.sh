@@ -164,7 +164,7 @@ block_stats)
   ;;
 persistent_rule)
   # where the persistent kernel gains past its rule's lengths (persistent_rule.py)
-  ROUNDS=3 timeout 400 python3 docs/results/next-h200/persistent_rule.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
+  ROUNDS=3 timeout 330 python3 docs/results/next-h200/persistent_rule.py 2>&1 | grep -v -E "skipped inside|UserWarning|_warn_once" \
     | tee $OUT/persistent_rule.txt
   ;;
 *)
