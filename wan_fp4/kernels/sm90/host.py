@@ -145,8 +145,9 @@ def check_persistent(ops, cfg: dict) -> None:
     """Raise unless a persistent launch of `cfg` can run on `ops`: its units' key tiles a multiple of
     twice the stages (config.persistent_fits), and the unit counter (prepare.UNIT_COUNTER, an Int32
     word after range_stats) inside range_stats' storage, where the kernel's atomics would
-    otherwise land on memory it does not own. Two persistent launches on one `ops` must not run
-    at the same time: they share the counter."""
+    otherwise land on memory it does not own. The word must be zero before the launch (prepare_fp8's
+    statistics launch zeroes it, and the launch leaves it zero), and two persistent launches on one
+    `ops` must not run at the same time: they share it."""
     from ..prepare import UNIT_COUNTER
 
     if not persistent_fits(ops.seq_kv, cfg):
