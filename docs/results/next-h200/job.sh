@@ -9,9 +9,10 @@
 # ignores; without them no prebuilt kernel loads). With 26 prebuilt kernels the carry and the tree
 # pass a call's 64 MiB: move wan_fp4/pipelines/weights/tiny (22 MB) out of the tree for the call:
 #   short_rule   config.length_config as committed (fold 1 up to 1,024 tokens for direct-p at D128
-#                and D64 and fp8 at D128) against the defaults and beside cuDNN BF16, replayed and
-#                after a launch writing the inputs (short_rule.py), then `wan-fp4 check --kernels
-#                sm90-cute`, whose plain cases reach the short kernels at the awkward shapes
+#                and D64 and fp8 at D128; direct-p D128's persistent grid up to 4,096) against the
+#                defaults and beside cuDNN BF16, replayed and after a launch writing the inputs
+#                (short_rule.py), then `wan-fp4 check --kernels sm90-cute`, whose plain cases reach
+#                the short and the persistent kernels at the awkward shapes
 #   graph_spans  `wan-fp4 bench attention --graph-spans` at 1,024 and 2,048 tokens beside cuDNN BF16,
 #                then the in-model pieces (docs/results/2026-12-06l-h100/in_model_pieces.py)
 #   in_model     the 1,024-token call replayed and after the writer (2026-12-06l-h100/in_model.py)

@@ -1,5 +1,6 @@
 """config.length_config as committed (fold 1 for direct-p at D128 and D64 and fp8 at D128 where both
-lengths are at most SHORT_TOKENS) against each (mode, D)'s defaults everywhere (config={}), the
+lengths are at most SHORT_TOKENS; direct-p D128's persistent grid up to PERSISTENT_TOKENS where the
+key tiles come in fours) against each (mode, D)'s defaults everywhere (config={}), the
 package's own prebuilt kernels:
 the whole call replayed from a CUDA graph and after launches writing Q, K and V
 (wan_fp4.eval.graph_spans), alternated in rounds, beside cuDNN BF16 (SDPA) timed the same two ways in
