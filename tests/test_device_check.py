@@ -275,7 +275,7 @@ def test_the_plain_sm90_cases_launch_as_the_package_does(monkeypatch):
             prepared.clear()
             extra = D._launch_sm90(q, k, v, case, type("Ctx", (), {"prebuilt": None})())[2]
             assert launched[-1][:3] == (mode, shape[4], None), case.name
-            assert extra.get("short") == named[mode], case.name
+            assert extra.get("length") == named[mode], case.name
             # direct-p's kernel makes Q's codes; its shift then reads the pre-pass's
             assert prepared == ([False, True] if mode == "direct-p" else [True]), case.name
             assert (launched[-1][3].q8 is None) == (mode == "direct-p") and shifted[-1].q8 is not None

@@ -199,7 +199,7 @@ def _launch_sm90(q, k, v, case, ctx):
     _sync(q.device)
     if ops.q8 is not None:
         length.pop("persistent", None)  # a kernel that reads Q's codes ran (host.launch)
-    extra = {"short": _config_text(length)} if length else {}
+    extra = {"length": _config_text(length)} if length else {}
     # the reference adds back the K-smoothing shift, which reads Q's codes: where the kernel made
     # them, the pre-pass's (the same bits) give it
     coded = ops if ops.q8 is not None else prepare_fp8(q, k, v, **v_layout_args(case.mode))

@@ -88,7 +88,7 @@ print('cutlass-dsl', getattr(cutlass, '__version__', '?'))" 2>&1 | tee $OUT/impo
 check_jit)
   # the check with the DSL installed, so that prebuilt == JIT runs (the defaults' and the short kernels)
   timeout 300 python3 -m wan_fp4.cli check --kernels sm90-cute > $OUT/check_jit.txt 2>&1; echo "check rc=$?"
-  tail -1 $OUT/check_jit.txt; grep -E "^(FAIL|ERROR)|JIT|short=" $OUT/check_jit.txt | head -40
+  tail -1 $OUT/check_jit.txt; grep -E "^(FAIL|ERROR)|JIT|length=" $OUT/check_jit.txt | head -40
   ;;
 peers_b)
   export PYTHONPATH=/tmp/sage2:$PYTHONPATH
