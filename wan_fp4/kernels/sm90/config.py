@@ -117,12 +117,18 @@ def default_config(mode: str, head_dim: int, config: dict | None = None) -> dict
 def launch_configs(mode: str, head_dim: int, config: dict | None = None) -> list[dict]:
     """The kernels a launch of this config may run: the config's, and with split_tail or tail_rows
     the same without it (host.launch runs that one where the plan splits nothing); with quant_q,
-    all of these again with quant_q 0 and not persistent (which needs quant_q): host.run's, where
-    the kernel cannot take Q. Prebuilt together."""
+    all of these again as reading_q_codes gives them: host.run's, where the kernel cannot take Q.
+    Prebuilt together."""
     cfg = default_config(mode, head_dim, config)
     split = cfg["split_tail"] or cfg["tail_rows"]
     kernels = [cfg] + ([{**cfg, "split_tail": False, "tail_rows": False}] if split else [])
-    return kernels + ([{**k, "quant_q": 0, "persistent": 0} for k in kernels] if cfg["quant_q"] else [])
+    return kernels + ([reading_q_codes(k) for k in kernels] if cfg["quant_q"] else [])
+
+
+def reading_q_codes(config: dict) -> dict:
+    """`config` for operands whose Q codes the pre-pass made: quant_q 0, and not persistent (which
+    needs quant_q). The same bits."""
+    return {**config, "quant_q": 0, "persistent": 0}
 
 
 def default_kernels(mode: str, head_dim: int) -> list[dict]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from .aot import PREBUILT, kernel_name
-from .config import N_WG, default_config, launch_configs, length_config, persistent_fits
+from .config import N_WG, default_config, launch_configs, length_config, persistent_fits, reading_q_codes
 
 
 def run(q, k, v, mode, scale=None, fp4=None, return_lse=False, *, config=None, prebuilt=None):
@@ -78,8 +78,7 @@ def launch(ops, mode, head_dim, scale=None, *, config=None, out=None, lse=None, 
     if config is None:
         config = length_config(mode, head_dim, ops.seq_q, ops.seq_kv)
     if ops.q8 is not None and default_config(mode, head_dim, config)["quant_q"]:
-        # the pre-pass made Q's codes: the kernel reads them (persistent needs quant_q)
-        config = {**config, "quant_q": 0, "persistent": 0}
+        config = reading_q_codes(config)  # the pre-pass made Q's codes: the kernel reads them
     cfg, *plain = launch_configs(mode, head_dim, config)
     if cfg["persistent"]:
         check_persistent(ops, cfg)
