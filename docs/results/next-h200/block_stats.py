@@ -24,6 +24,7 @@ from wan_fp4.kernels.sm90.config import length_config  # noqa: E402
 from wan_fp4.kernels.sm90.layout import v_layout_args  # noqa: E402
 
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
+_UNIT_COUNTER = tl.constexpr(pp.UNIT_COUNTER)
 
 
 @triton.jit(do_not_specialize=("Skv", "nk"))
@@ -43,7 +44,7 @@ def _block_quant_kernel(k_ptr, v_ptr, perm_ptr, k8_ptr, v8_ptr, k_scale_ptr, v_s
     if (pid == 0) & (bh == 0):
         # the word after the range statistics: the persistent kernel's unit counter (which asks for
         # a second unit only after this launch has ended), zero as the statistics launch leaves it
-        tl.store(stats_ptr + 5, 0.0)
+        tl.store(stats_ptr + _UNIT_COUNTER, 0.0)
     if pid < nk:
         x = pp._rows_in(k_ptr, pid * BLOCK_S + tl.arange(0, BLOCK_S), bh, Skv, H, skb, sks, skh, skd, D, BLOCK_D,
                         KEEP)
@@ -76,7 +77,7 @@ def block_prepare(q, k, v, shape=None):
     v8t = torch.empty(B, H, D + lay["v_ones_rows"], nk * 128, dtype=f8, device=dev)
     q_scale, k_scale, v_scale, k_mean, k_means, v_scales, stats = pp._carve(
         torch.float32, dev, (B, H, nk), (B, H, nk), (B, H, D), (B, H, D), (B, H, nk, D), (B, H, nk, D),
-        (pp.RANGE_STATS,))
+        (pp.UNIT_COUNTER + 1,))
     warps, maxnreg = shape or pp.quant_launch(2 * nk * B * H, pp._sm_count(dev), D)
     keep = pp.keep_codes(k8.numel() + v8t.numel() + q.numel(), dev)
     _block_quant_kernel[(2 * nk, B * H)](
@@ -85,8 +86,8 @@ def block_prepare(q, k, v, shape=None):
         S, H, nk, *k.stride(), *v.stride(), D=D, BLOCK_D=triton.next_power_of_2(D), BLOCK_S=128, HW_CVT=q.is_cuda,
         PERM=True, ONES_ROWS=lay["v_ones_rows"], ONE_CODE=pp.E4M3_ONE, KEEP=keep, PDL=pp._pdl(q),
         OWN=os.environ.get("OWN", "0") == "1", num_warps=warps, maxnreg=maxnreg)
-    return pp.PreparedFP8(None, k8, v8t, q_scale, k_scale, v_scale, k_mean, S, S, stats, tuple(lay["v_perm"]),
-                          lay["v_ones_rows"], q)
+    return pp.PreparedFP8(None, k8, v8t, q_scale, k_scale, v_scale, k_mean, S, S, stats[:pp.RANGE_STATS],
+                          tuple(lay["v_perm"]), lay["v_ones_rows"], q)
 
 
 if __name__ == "__main__":

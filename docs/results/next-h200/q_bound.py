@@ -31,10 +31,11 @@ def prepare_kv(q, k, v, q_ops, v_perm=None, v_ones_rows=0):
     dev = q.device
     k8 = torch.empty(B, H, skv_pad, D, dtype=torch.float8_e4m3fn, device=dev)
     v8t = torch.empty(B, H, D + v_ones_rows, skv_pad, dtype=torch.float8_e4m3fn, device=dev)
-    k_scale, v_scale, k_mean, v_amax, range_stats = P._carve(
-        torch.float32, dev, (B, H, nk), (B, H, D), (B, H, D), (B, H, D), (P.RANGE_STATS,))
+    k_scale, v_scale, k_mean, v_amax, stats_words = P._carve(
+        torch.float32, dev, (B, H, nk), (B, H, D), (B, H, D), (B, H, D), (P.UNIT_COUNTER + 1,))
+    range_stats = stats_words[:P.RANGE_STATS]
     pdl = P._pdl(q)
-    ksum, vmax, n_chunks = P._column_partials(k, v, range_stats, None, pdl)
+    ksum, vmax, n_chunks = P._column_partials(k, v, stats_words, None, pdl)
     fold = B * H * nk * n_chunks <= P.FOLD_READS
     if not fold:
         P._column_totals_into(ksum, vmax, n_chunks, k_mean, v_amax, Skv, pdl)
